@@ -1,0 +1,114 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+)
+
+// RowError says which row of a trace broke which rule. Readers wrap it with
+// the file name.
+type RowError struct {
+	Row    int    // 0-based row in the trace as read
+	Rank   Rank   // the row's rank
+	Column string // the offending column
+	Reason string
+}
+
+func (e *RowError) Error() string {
+	return fmt.Sprintf("row %d (rank %d): %s: %s", e.Row, e.Rank, e.Column, e.Reason)
+}
+
+// Validate is the validity gate every reader runs before handing a trace to
+// analyses. It checks each row on its own (kinds, ranges, times) and the
+// rules that tie rows together: within a rank, seq strictly increases in row
+// order, and the rank keeps one stage, pipeline and TP rank throughout.
+// It returns the first violation as a *RowError.
+func (t *Trace) Validate() error {
+	n := t.Len()
+	cols := []int{len(t.Pipeline), len(t.Stage), len(t.TPRank), len(t.Chunk), len(t.Step),
+		len(t.MicroBatch), len(t.Kind), len(t.Seq), len(t.IssueNs), len(t.StartNs), len(t.EndNs),
+		len(t.Peer), len(t.Bytes), len(t.Shape), len(t.Dtype), len(t.Tokens), len(t.Flops), len(t.MemBytes)}
+	for i, c := range cols {
+		if c != n {
+			return fmt.Errorf("column %s has %d rows, rank has %d", Columns[i+1], c, n)
+		}
+	}
+	type rankState struct {
+		lastSeq  int64
+		pipeline int32
+		stage    Stage
+		tp       int32
+	}
+	ranks := make(map[Rank]*rankState)
+	bad := func(i int, col, format string, args ...any) error {
+		return &RowError{Row: i, Rank: t.Rank[i], Column: col, Reason: fmt.Sprintf(format, args...)}
+	}
+	for i := 0; i < n; i++ {
+		r := t.Rank[i]
+		switch {
+		case r < 0:
+			return bad(i, "rank", "negative rank %d", r)
+		case t.Pipeline[i] < 0:
+			return bad(i, "pipeline", "negative pipeline %d", t.Pipeline[i])
+		case t.Stage[i] < 0:
+			return bad(i, "stage", "negative stage %d", t.Stage[i])
+		case t.TPRank[i] < 0:
+			return bad(i, "tp_rank", "negative tp_rank %d", t.TPRank[i])
+		case t.Chunk[i] < 0:
+			return bad(i, "chunk", "negative chunk %d", t.Chunk[i])
+		case t.Step[i] < 0:
+			return bad(i, "step", "negative step %d", t.Step[i])
+		case t.MicroBatch[i] < NoMicroBatch:
+			return bad(i, "microbatch", "micro-batch %d (want >= 0, or -1 for none)", t.MicroBatch[i])
+		case !t.Kind[i].Valid():
+			return bad(i, "kind", "invalid kind %d", t.Kind[i])
+		case t.Bytes[i] < 0:
+			return bad(i, "bytes", "negative bytes %d", t.Bytes[i])
+		case t.Tokens[i] < 0:
+			return bad(i, "tokens", "negative tokens %d", t.Tokens[i])
+		case t.MemBytes[i] < 0:
+			return bad(i, "mem_bytes", "negative mem_bytes %d", t.MemBytes[i])
+		case t.Flops[i] < 0 || math.IsNaN(t.Flops[i]) || math.IsInf(t.Flops[i], 0):
+			return bad(i, "flops", "flops %v (want finite, >= 0)", t.Flops[i])
+		case t.IssueNs[i] == NoTime:
+			return bad(i, "issue_ns", "null issue time")
+		}
+		start, end := t.StartNs[i], t.EndNs[i]
+		if end != NoTime && start == NoTime {
+			return bad(i, "start_ns", "null start with end %d: an op cannot end without starting", end)
+		}
+		if end != NoTime && end < start {
+			return bad(i, "end_ns", "end %d before start %d", end, start)
+		}
+		k := t.Kind[i]
+		if k.IsP2P() {
+			if t.Peer[i] < 0 {
+				return bad(i, "peer", "%s without a peer", k)
+			}
+			if t.Peer[i] == r {
+				return bad(i, "peer", "%s to itself", k)
+			}
+		} else if t.Peer[i] < NoRank {
+			return bad(i, "peer", "peer %d (want >= 0, or -1 for none)", t.Peer[i])
+		}
+		st, ok := ranks[r]
+		if !ok {
+			ranks[r] = &rankState{lastSeq: t.Seq[i], pipeline: t.Pipeline[i], stage: t.Stage[i], tp: t.TPRank[i]}
+			continue
+		}
+		if t.Seq[i] <= st.lastSeq {
+			return bad(i, "seq", "seq %d not after the rank's previous seq %d", t.Seq[i], st.lastSeq)
+		}
+		st.lastSeq = t.Seq[i]
+		if t.Stage[i] != st.stage {
+			return bad(i, "stage", "stage %d, but the rank's earlier rows say stage %d", t.Stage[i], st.stage)
+		}
+		if t.Pipeline[i] != st.pipeline {
+			return bad(i, "pipeline", "pipeline %d, but the rank's earlier rows say %d", t.Pipeline[i], st.pipeline)
+		}
+		if t.TPRank[i] != st.tp {
+			return bad(i, "tp_rank", "tp_rank %d, but the rank's earlier rows say %d", t.TPRank[i], st.tp)
+		}
+	}
+	return nil
+}
