@@ -1,0 +1,181 @@
+package trace
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func ev(rank Rank, seq int64, k Kind, start, end int64) Event {
+	return Event{Rank: rank, Stage: Stage(rank), Kind: k, Seq: seq, MicroBatch: 0,
+		IssueNs: start, StartNs: start, EndNs: end, Peer: NoRank}
+}
+
+func TestKindNames(t *testing.T) {
+	for k := F; k < numWellKnown; k++ {
+		got, err := ParseKind(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseKind(%q) = %v, %v; want %v", k.String(), got, err, k)
+		}
+	}
+	data, err := ParseKind("DATA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data < numWellKnown || data.String() != "DATA" || !data.Valid() {
+		t.Errorf("DATA = %d %q valid=%v", data, data, data.Valid())
+	}
+	again, _ := ParseKind("DATA")
+	if again != data {
+		t.Errorf("interning gave %d then %d", data, again)
+	}
+	if KindInvalid.Valid() || Kind(60000).Valid() {
+		t.Error("invalid kinds reported valid")
+	}
+	for _, bad := range []string{"", "has space", "<script>", strings.Repeat("x", MaxKindNameLen+1), "é"} {
+		if _, err := ParseKind(bad); err == nil {
+			t.Errorf("ParseKind(%q) accepted", bad)
+		}
+	}
+	if SendF.Counterpart() != RecvF || RecvB.Counterpart() != SendB || F.Counterpart() != KindInvalid {
+		t.Error("Counterpart wrong")
+	}
+	if !B.IsCompute() || SendB.IsCompute() || !RecvF.IsP2P() || Opt.IsP2P() {
+		t.Error("kind classes wrong")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := func() *Trace {
+		tr := &Trace{}
+		tr.Append(ev(0, 1, F, 0, 10))
+		e := ev(0, 2, SendF, 10, 12)
+		e.Peer = 1
+		tr.Append(e)
+		tr.Append(ev(1, 1, F, 12, 20))
+		tr.Append(ev(0, 3, B, 30, NoTime)) // pending: a legal state
+		return tr
+	}
+	if err := good().Validate(); err != nil {
+		t.Fatalf("valid trace rejected: %v", err)
+	}
+	cases := []struct {
+		name   string
+		mutate func(*Trace)
+		column string
+		row    int
+	}{
+		{"negative rank", func(t *Trace) { t.Rank[2] = -1 }, "rank", 2},
+		{"seq not increasing", func(t *Trace) { t.Seq[1] = 1 }, "seq", 1},
+		{"end before start", func(t *Trace) { t.EndNs[0] = -5 }, "end_ns", 0},
+		{"end without start", func(t *Trace) { t.StartNs[0] = NoTime }, "start_ns", 0},
+		{"send without peer", func(t *Trace) { t.Peer[1] = NoRank }, "peer", 1},
+		{"send to itself", func(t *Trace) { t.Peer[1] = 0 }, "peer", 1},
+		{"invalid kind", func(t *Trace) { t.Kind[2] = KindInvalid }, "kind", 2},
+		{"stage changes", func(t *Trace) { t.Stage[1] = 5 }, "stage", 1},
+		{"bad microbatch", func(t *Trace) { t.MicroBatch[0] = -2 }, "microbatch", 0},
+		{"negative bytes", func(t *Trace) { t.Bytes[1] = -1 }, "bytes", 1},
+		{"null issue", func(t *Trace) { t.IssueNs[0] = NoTime }, "issue_ns", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := good()
+			c.mutate(tr)
+			err := tr.Validate()
+			var re *RowError
+			if !errors.As(err, &re) {
+				t.Fatalf("got %v, want a *RowError", err)
+			}
+			if re.Column != c.column || re.Row != c.row {
+				t.Errorf("got row %d column %s (%v), want row %d column %s", re.Row, re.Column, err, c.row, c.column)
+			}
+		})
+	}
+	short := good()
+	short.Dtype = short.Dtype[:1]
+	if err := short.Validate(); err == nil || !strings.Contains(err.Error(), "dtype") {
+		t.Errorf("ragged columns: got %v", err)
+	}
+}
+
+func TestMetaRoundTrip(t *testing.T) {
+	m := Meta{Schema: 1, Job: "j", WorldSize: 8, PP: 4, TP: 1, DP: 2, Virtual: 2, MicroBatches: 16,
+		Schedule: "interleaved", Device: "H100", PeakFlops: 989e12, Clock: ClockCUDAEvent,
+		ClockOffsetNs: -42, DroppedEvents: 3, Extra: map[string]string{"user.note": "x"}}
+	got, err := ParseMeta(m.Map())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := &Trace{Meta: m}, &Trace{Meta: got}
+	if d := Diff(a, b); d != "" {
+		t.Error(d)
+	}
+	for _, c := range []struct {
+		kv   map[string]string
+		want string
+	}{
+		{map[string]string{}, "not a ppprof trace"},
+		{map[string]string{KeySchema: "x"}, "not a schema version"},
+		{map[string]string{KeySchema: "1", KeyPP: "-3"}, "non-negative"},
+		{map[string]string{KeySchema: "1", KeyPeakFlops: "NaN"}, "finite"},
+	} {
+		if _, err := ParseMeta(c.kv); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseMeta(%v) = %v, want error containing %q", c.kv, err, c.want)
+		}
+	}
+	_, err = ParseMeta(map[string]string{KeySchema: "2.1"})
+	var ve *SchemaVersionError
+	if !errors.As(err, &ve) || ve.Got != 2 {
+		t.Errorf("schema 2.1: got %v, want SchemaVersionError{2}", err)
+	}
+	if _, err := ParseMeta(map[string]string{KeySchema: "1.7"}); err != nil {
+		t.Errorf("minor version refused: %v", err)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	a, b := &Trace{Meta: Meta{Schema: 1, PP: 2, DroppedEvents: 2}}, &Trace{Meta: Meta{Schema: 1, PP: 2, DroppedEvents: 5}}
+	b.Append(ev(1, 1, F, 5, 6))
+	b.Append(ev(1, 2, B, 7, 9))
+	a.Append(ev(0, 1, F, 0, 1))
+	m, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Len() != 3 || m.Rank[0] != 0 || m.Rank[1] != 1 || m.Seq[2] != 2 {
+		t.Errorf("merged rows out of order: ranks %v seqs %v", m.Rank, m.Seq)
+	}
+	if m.Meta.DroppedEvents != 7 || m.Meta.PP != 2 {
+		t.Errorf("merged meta %+v", m.Meta)
+	}
+	b.Meta.PP = 3
+	_, err = Merge(a, b)
+	var mc *MetaConflictError
+	if !errors.As(err, &mc) || mc.Key != KeyPP || mc.APart != 0 || mc.BPart != 1 {
+		t.Errorf("conflict: got %v", err)
+	}
+}
+
+func TestSortAndSlice(t *testing.T) {
+	tr := &Trace{}
+	tr.Append(ev(2, 5, F, 0, 1))
+	tr.Append(ev(0, 9, F, 0, 1))
+	tr.Append(ev(2, 1, B, 0, 1))
+	tr.SortByRankSeq()
+	want := []struct {
+		r Rank
+		s int64
+	}{{0, 9}, {2, 1}, {2, 5}}
+	for i, w := range want {
+		if tr.Rank[i] != w.r || tr.Seq[i] != w.s {
+			t.Fatalf("row %d = rank %d seq %d, want %d %d", i, tr.Rank[i], tr.Seq[i], w.r, w.s)
+		}
+	}
+	s := tr.Slice(1, 3)
+	if s.Len() != 2 || s.At(0).Kind != B {
+		t.Errorf("slice: %+v", s.At(0))
+	}
+	if got := tr.Ranks(); len(got) != 2 || got[0] != 0 || got[1] != 2 {
+		t.Errorf("Ranks = %v", got)
+	}
+}
