@@ -1,0 +1,184 @@
+package ingest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Format names a trace file format, as recognised from content by Sniff.
+type Format string
+
+// The formats Sniff recognises.
+const (
+	FormatUnknown     Format = "unknown"      // none of the below
+	FormatArrowFile   Format = "arrow-file"   // Arrow IPC file (random access, with footer)
+	FormatArrowStream Format = "arrow-stream" // Arrow IPC stream (what the collector writes)
+	FormatCSV         Format = "csv"          // header row naming event-model columns
+	FormatJSONL       Format = "jsonl"        // one JSON object per line
+	FormatKineto      Format = "kineto"       // torch.profiler / Chrome trace JSON (not read yet)
+)
+
+// gzipMagic starts every gzip member (RFC 1952).
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// utf8BOM is skipped at the start of text formats (spreadsheets write it).
+var utf8BOM = []byte{0xef, 0xbb, 0xbf}
+
+// sniffLen is how many bytes of a file (after decompression) Sniff needs to
+// recognise every format; callers that read a prefix should read this much.
+const sniffLen = 64 << 10
+
+// kinetoKeys are top-level keys of a Kineto / Chrome trace JSON object that
+// no ppprof JSONL record has.
+var kinetoKeys = map[string]bool{
+	"traceEvents": true, "schemaVersion": true, "deviceProperties": true,
+	"distributedInfo": true, "displayTimeUnit": true, "traceName": true,
+}
+
+// Sniff recognises a trace format from the first bytes of a file (64 KiB is
+// always enough; less usually is), never from its name. A gzip-compressed
+// prefix is decompressed as far as it goes and the content inside is
+// recognised. Rules, in order: Arrow magic (file or stream); '[' or a JSON
+// object with a Kineto key such as "traceEvents" is Kineto; any other '{'
+// whose first line is a whole JSON value is JSONL; a first line that parses as a comma-separated header with at
+// least "rank" and "kind" columns is CSV; anything else is FormatUnknown.
+func Sniff(prefix []byte) Format {
+	if bytes.HasPrefix(prefix, gzipMagic) {
+		inner, _ := gunzipPrefix(prefix, sniffLen)
+		if len(inner) == 0 || bytes.HasPrefix(inner, gzipMagic) {
+			return FormatUnknown
+		}
+		return Sniff(inner)
+	}
+	if f := sniffArrow(prefix); f != FormatUnknown {
+		return f
+	}
+	text := bytes.TrimPrefix(prefix, utf8BOM)
+	trimmed := bytes.TrimLeft(text, " \t\r\n")
+	if len(trimmed) == 0 {
+		return FormatUnknown
+	}
+	switch trimmed[0] {
+	case '[':
+		return FormatKineto
+	case '{':
+		if hasKinetoKey(trimmed) {
+			return FormatKineto
+		}
+		if firstLineIsObject(trimmed) {
+			return FormatJSONL
+		}
+		return FormatUnknown
+	}
+	if looksLikeCSVHeader(text) {
+		return FormatCSV
+	}
+	return FormatUnknown
+}
+
+// hasKinetoKey scans the keys of the JSON object data starts with, as far as
+// data goes, for a key only Kineto traces have.
+func hasKinetoKey(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return false
+		}
+		if kinetoKeys[key] {
+			return true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// firstLineIsObject reports whether the first line of data, which starts
+// with '{', is one whole JSON value, as in JSONL (or is cut off by the end of
+// the prefix before its newline). A JSON document pretty-printed over many
+// lines is not JSONL.
+func firstLineIsObject(data []byte) bool {
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		return true
+	}
+	return json.Valid(data[:i])
+}
+
+// looksLikeCSVHeader reports whether the first line of text parses as CSV
+// with at least the rank and kind columns. A last field cut off by the end
+// of a prefix does not count.
+func looksLikeCSVHeader(text []byte) bool {
+	line := text
+	complete := false
+	if i := bytes.IndexByte(text, '\n'); i >= 0 {
+		line, complete = text[:i], true
+	}
+	r := csv.NewReader(bytes.NewReader(line))
+	r.FieldsPerRecord = -1
+	fields, err := r.Read()
+	if err != nil {
+		return false
+	}
+	if !complete && len(fields) > 0 {
+		fields = fields[:len(fields)-1]
+	}
+	var rank, kind bool
+	for _, f := range fields {
+		switch strings.TrimSpace(f) {
+		case "rank":
+			rank = true
+		case "kind":
+			kind = true
+		}
+	}
+	return rank && kind
+}
+
+// gunzipPrefix decompresses data, which may be only the start of a gzip
+// file, returning at most limit bytes (limit < 0: no limit) and whether the
+// compressed data ended early. Other decompression errors (bad header,
+// corrupt data, checksum mismatch) are returned with what was decompressed
+// before them.
+func gunzipPrefix(data []byte, limit int64) (out []byte, err error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	var buf bytes.Buffer
+	var r io.Reader = zr
+	if limit >= 0 {
+		r = io.LimitReader(zr, limit)
+	}
+	_, err = buf.ReadFrom(r)
+	return buf.Bytes(), err
+}
+
+// describePrefix shows how data starts, for "not a trace" errors: at most
+// 16 bytes, quoted.
+func describePrefix(data []byte) string {
+	const n = 16
+	if len(data) > n {
+		return fmt.Sprintf("%q...", data[:n])
+	}
+	return fmt.Sprintf("%q", data)
+}

@@ -1,0 +1,354 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// Options configures Open.
+type Options struct {
+	// Warn, when set, is called with each warning as Open comes to it, in
+	// the order of the files, from the goroutine that called Open. Warnings
+	// are also returned in Result.Warnings.
+	Warn func(w Warning)
+}
+
+// Result is what Open read.
+type Result struct {
+	Trace    *trace.Trace // every file's events merged, ordered by (rank, seq), validated
+	Files    []FileInfo   // the files read, in the order they were named and found
+	Warnings []Warning    // every warning, in file order
+}
+
+// Open reads every trace named by paths and merges them into one trace.
+//
+// Each path is a file, a directory or a filepath.Glob pattern (tried as a
+// pattern only when no file of that name exists). A directory stands for
+// the regular files directly inside it, in name order: subdirectories are
+// not entered and hidden files (names starting with '.') are skipped. Files
+// found through a directory or a pattern whose content is not a trace, or
+// that are empty, are skipped with a warning, but a directory or pattern
+// that yields no trace file at all is an error, as is a pattern matching
+// nothing. A file named directly must be a trace. The same file named twice
+// is read once.
+//
+// Files are read in parallel; the result does not depend on it. Formats
+// are recognised by content (see Sniff), never by name. The files' events
+// are merged with trace.Merge: two files may not hold the same rank, and
+// where two files set the same metadata key they must agree. The merged
+// trace is ordered by (rank, seq) and has passed Validate; a trace with no
+// events at all is an error.
+//
+// Errors name the file (a *FileError, *RankConflictError, or a metadata
+// conflict naming both files) and never leave a partial Result.
+func Open(paths []string, opt Options) (*Result, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("no trace files named")
+	}
+	// 1. Expand directories and patterns into files.
+	inputs, sources, err := expand(paths)
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. Read the files in parallel, handling each result in order.
+	res := &Result{}
+	var parts []*trace.Trace
+	var partFile []int // index into res.Files of each part
+	found := make([]int, len(sources))
+	err = readAll(inputs, func(in input, r readResult) error {
+		for _, w := range r.warns {
+			res.Warnings = append(res.Warnings, w)
+			if opt.Warn != nil {
+				opt.Warn(w)
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if r.skipped {
+			return nil
+		}
+		if in.source >= 0 {
+			found[in.source]++
+		}
+		partFile = append(partFile, len(res.Files))
+		res.Files = append(res.Files, r.info)
+		parts = append(parts, r.t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range sources {
+		if found[i] == 0 {
+			return nil, &FileError{Path: s.path, Err: fmt.Errorf("no trace files %s (%s)", s.kind, s.note)}
+		}
+	}
+
+	// 3. One job's files hold disjoint ranks.
+	owner := map[trace.Rank]int{}
+	for fi, f := range res.Files {
+		for _, r := range f.Ranks {
+			if prev, ok := owner[r]; ok {
+				return nil, &RankConflictError{Rank: r, PathA: res.Files[prev].Path, PathB: f.Path}
+			}
+			owner[r] = fi
+		}
+	}
+
+	// 4. Merge and validate.
+	var t *trace.Trace
+	if len(parts) == 1 {
+		t = parts[0]
+	} else {
+		t, err = trace.Merge(parts...)
+		var mc *trace.MetaConflictError
+		if errors.As(err, &mc) {
+			return nil, &metaConflictError{
+				pathA: res.Files[partFile[mc.APart]].Path, pathB: res.Files[partFile[mc.BPart]].Path, err: mc}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
+		}
+	}
+	if err := t.Validate(); err != nil {
+		var re *trace.RowError
+		if errors.As(err, &re) {
+			if fi, ok := owner[re.Rank]; ok {
+				return nil, &FileError{Path: res.Files[fi].Path, Err: err}
+			}
+		}
+		return nil, fmt.Errorf("merged trace: %w", err)
+	}
+	if t.Len() == 0 {
+		return nil, fmt.Errorf("no events in %s", plural(len(res.Files), "file"))
+	}
+	res.Trace = t
+	return res, nil
+}
+
+// metaConflictError is a trace.MetaConflictError with the two files named.
+type metaConflictError struct {
+	pathA, pathB string
+	err          *trace.MetaConflictError
+}
+
+func (e *metaConflictError) Error() string {
+	return fmt.Sprintf("files disagree on metadata %s: %q in %s, %q in %s (are they from the same job?)",
+		e.err.Key, e.err.A, e.pathA, e.err.B, e.pathB)
+}
+
+func (e *metaConflictError) Unwrap() error { return e.err }
+
+// input is one file to read.
+type input struct {
+	path   string
+	source int // index of the directory or pattern it came from; -1 when named directly
+}
+
+// source is a directory or pattern that must yield at least one trace file.
+type source struct {
+	path string
+	kind string // "in the directory", "matching the pattern"
+	note string // what else was there, for the error
+}
+
+// expand turns paths into the files to read, in a deterministic order:
+// paths in the order given, directory entries and pattern matches in name
+// order. A file reached twice is kept at its first place.
+func expand(paths []string) ([]input, []source, error) {
+	var inputs []input
+	var sources []source
+	seen := map[string]bool{}
+	add := func(path string, src int) {
+		key := filepath.Clean(path)
+		if abs, err := filepath.Abs(path); err == nil {
+			key = abs
+		}
+		if !seen[key] {
+			seen[key] = true
+			inputs = append(inputs, input{path: path, source: src})
+		}
+	}
+	// addDir lists dir; it adds the files and registers dir as a source.
+	addDir := func(dir string, src int) error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return &FileError{Path: dir, Err: osReason(err)}
+		}
+		if src < 0 {
+			src = len(sources)
+			sources = append(sources, source{path: dir, kind: "in the directory"})
+		}
+		var hidden, subdirs, files int
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			if strings.HasPrefix(e.Name(), ".") {
+				hidden++
+				continue
+			}
+			st, err := os.Stat(p) // follows symlinks
+			if err != nil || !st.Mode().IsRegular() {
+				subdirs++
+				continue
+			}
+			files++
+			add(p, src)
+		}
+		if sources[src].note == "" {
+			sources[src].note = fmt.Sprintf("%s; %s and %s skipped; subdirectories are not read",
+				plural(files, "file"), plural(hidden, "hidden entry"), plural(subdirs, "other entry"))
+		}
+		return nil
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		switch {
+		case err == nil && st.IsDir():
+			if err := addDir(p, -1); err != nil {
+				return nil, nil, err
+			}
+		case err == nil:
+			add(p, -1)
+		case errors.Is(err, os.ErrNotExist) && strings.ContainsAny(p, "*?["):
+			matches, gerr := filepath.Glob(p)
+			if gerr != nil {
+				return nil, nil, &FileError{Path: p, Err: fmt.Errorf("bad pattern: %v", gerr)}
+			}
+			if len(matches) == 0 {
+				return nil, nil, &FileError{Path: p, Err: errors.New("the pattern matches no files")}
+			}
+			src := len(sources)
+			sources = append(sources, source{path: p, kind: "matching the pattern",
+				note: plural(len(matches), "match") + ", none a trace"})
+			for _, m := range matches {
+				mst, err := os.Stat(m)
+				if err != nil {
+					continue
+				}
+				if mst.IsDir() {
+					if err := addDir(m, src); err != nil {
+						return nil, nil, err
+					}
+				} else {
+					add(m, src)
+				}
+			}
+		default:
+			return nil, nil, &FileError{Path: p, Err: osReason(err)}
+		}
+	}
+	return inputs, sources, nil
+}
+
+// readResult is the outcome of reading one input.
+type readResult struct {
+	t       *trace.Trace
+	info    FileInfo
+	warns   []Warning
+	skipped bool // found in a directory or pattern and not a trace
+	err     error
+}
+
+// readAll reads inputs on up to GOMAXPROCS goroutines and calls handle for
+// each in input order, on the calling goroutine, as soon as it and all
+// inputs before it are read. It stops at the first error handle returns.
+func readAll(inputs []input, handle func(input, readResult) error) error {
+	results := make([]readResult, len(inputs))
+	done := make([]chan struct{}, len(inputs))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	var next atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), len(inputs))
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(inputs) {
+					return
+				}
+				if !stop.Load() {
+					results[i] = readInput(inputs[i])
+				}
+				close(done[i])
+			}
+		}()
+	}
+	defer wg.Wait()
+	for i, in := range inputs {
+		<-done[i]
+		if err := handle(in, results[i]); err != nil {
+			stop.Store(true)
+			return err
+		}
+		results[i] = readResult{} // let the handler own the trace
+	}
+	return nil
+}
+
+// readInput reads one file. A file found through a directory or pattern is
+// first sniffed from its first bytes, so a large file that is not a trace
+// (a core dump beside the rank files) is skipped without being read whole.
+func readInput(in input) readResult {
+	if in.source < 0 {
+		t, info, warns, err := ReadFile(in.path)
+		return readResult{t: t, info: info, warns: warns, err: err}
+	}
+	f, err := os.Open(in.path)
+	if err != nil {
+		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
+	}
+	defer f.Close()
+	prefix := make([]byte, sniffLen)
+	n, err := io.ReadFull(f, prefix)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
+	}
+	prefix = prefix[:n]
+	skip := func(why string) readResult {
+		return readResult{skipped: true, warns: []Warning{{Path: in.path, Message: "skipped: " + why}}}
+	}
+	if n == 0 {
+		return skip("empty file")
+	}
+	if Sniff(prefix) == FormatUnknown {
+		return skip(fmt.Sprintf("not a trace (unrecognised content: starts with %s)", describePrefix(prefix)))
+	}
+	rest, err := io.ReadAll(f)
+	if err != nil {
+		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
+	}
+	t, info, warns, err := readBytes(in.path, append(prefix, rest...))
+	return readResult{t: t, info: info, warns: warns, err: err}
+}
+
+// plural says "1 file", "3 files", "0 matches".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	switch {
+	case strings.HasSuffix(noun, "ch"):
+		noun += "es"
+	case strings.HasSuffix(noun, "y"):
+		noun = noun[:len(noun)-1] + "ies"
+	default:
+		noun += "s"
+	}
+	return fmt.Sprintf("%d %s", n, noun)
+}
