@@ -22,10 +22,20 @@ type execution struct {
 	cost  func(stage int, a Action) float64 // nil: untimed
 	pos   []int                             // next action per stage
 	clock []float64                         // per stage
-	sends [][]issued                        // [from*p+to], in issue order
-	recvd []int                             // [from*p+to], receives matched
+	sends [][]issued                        // [channel], in issue order
+	recvd []int                             // [channel], receives matched
 	start [][]float64                       // [stage][action], when timed
 	end   [][]float64
+}
+
+// channel numbers the ordered stage pair from -> to, where to is a
+// neighbour of from as checkShape ensures: 2*from for the next stage (also
+// when it is the previous one, p <= 2), 2*from+1 for the previous stage.
+func (e *execution) channel(from, to int) int {
+	if to == (from+1)%e.s.Stages {
+		return 2 * from
+	}
+	return 2*from + 1
 }
 
 // issued is one send that has been issued.
@@ -37,7 +47,7 @@ type issued struct {
 func newExecution(s *Schedule, cost func(stage int, a Action) float64) *execution {
 	p := s.Stages
 	e := &execution{s: s, cost: cost, pos: make([]int, p), clock: make([]float64, p),
-		sends: make([][]issued, p*p), recvd: make([]int, p*p)}
+		sends: make([][]issued, 2*p), recvd: make([]int, 2*p)}
 	if cost != nil {
 		e.start = make([][]float64, p)
 		e.end = make([][]float64, p)
@@ -57,7 +67,7 @@ func newExecution(s *Schedule, cost func(stage int, a Action) float64) *executio
 // error for a bad cost.
 func (e *execution) run() error {
 	p := e.s.Stages
-	waiting := make([]int, p*p) // channel -> stage blocked on it, or -1
+	waiting := make([]int, 2*p) // channel -> stage blocked on it, or -1
 	for i := range waiting {
 		waiting[i] = -1
 	}
@@ -75,11 +85,11 @@ func (e *execution) run() error {
 				return err
 			}
 			if !ok {
-				waiting[a.Peer*p+st] = st
+				waiting[e.channel(a.Peer, st)] = st
 				break
 			}
 			if a.Kind.IsSend() {
-				if ch := st*p + a.Peer; waiting[ch] >= 0 {
+				if ch := e.channel(st, a.Peer); waiting[ch] >= 0 {
 					ready = append(ready, waiting[ch])
 					waiting[ch] = -1
 				}
@@ -96,7 +106,6 @@ func (e *execution) run() error {
 func (e *execution) step(st int) (bool, error) {
 	i := e.pos[st]
 	a := e.s.Actions[st][i]
-	p := e.s.Stages
 	t := e.clock[st]
 	startT, endT := t, t
 	switch {
@@ -109,10 +118,10 @@ func (e *execution) step(st int) (bool, error) {
 			endT = t + c
 		}
 	case a.Kind.IsSend():
-		ch := st*p + a.Peer
+		ch := e.channel(st, a.Peer)
 		e.sends[ch] = append(e.sends[ch], issued{index: i, at: t})
 	case a.Kind.IsRecv():
-		ch := a.Peer*p + st
+		ch := e.channel(a.Peer, st)
 		k := e.recvd[ch]
 		if k >= len(e.sends[ch]) {
 			return false, nil
@@ -154,14 +163,13 @@ func (e *execution) match(from, si, to, ri, k int) error {
 // stuck reports the stages left with actions, all blocked at a receive.
 func (e *execution) stuck() error {
 	var d DeadlockError
-	p := e.s.Stages
 	for st, acts := range e.s.Actions {
 		i := e.pos[st]
 		if i >= len(acts) {
 			continue
 		}
 		a := acts[i]
-		ch := a.Peer*p + st
+		ch := e.channel(a.Peer, st)
 		d.Blocked = append(d.Blocked, Blocked{Stage: st, Index: i, Action: a,
 			Received: e.recvd[ch], Sent: len(e.sends[ch]), PeerDone: e.pos[a.Peer] >= len(e.s.Actions[a.Peer])})
 	}
@@ -214,11 +222,11 @@ func waitCycle(bs []Blocked) []int {
 // pending lists sends issued but not received, by channel then order.
 func (e *execution) pending() []Unmatched {
 	var out []Unmatched
-	p := e.s.Stages
 	for ch, ss := range e.sends {
 		for _, snd := range ss[e.recvd[ch]:] {
-			from := ch / p
-			out = append(out, Unmatched{From: from, To: ch % p, Index: snd.index, Action: e.s.Actions[from][snd.index]})
+			from := ch / 2
+			a := e.s.Actions[from][snd.index]
+			out = append(out, Unmatched{From: from, To: a.Peer, Index: snd.index, Action: a})
 		}
 	}
 	return out
@@ -255,6 +263,7 @@ type DeadlockError struct {
 	Unmatched []Unmatched
 }
 
+// Error names the cycle, each blocked stage's action and the sends in flight.
 func (e *DeadlockError) Error() string {
 	var b strings.Builder
 	b.WriteString("deadlock")
@@ -297,6 +306,7 @@ type UnmatchedError struct {
 	Sends []Unmatched
 }
 
+// Error lists the sends never received.
 func (e *UnmatchedError) Error() string { return unmatchedString(e.Sends) }
 
 func unmatchedString(us []Unmatched) string {
@@ -317,6 +327,7 @@ type MismatchError struct {
 	Send, Recv           Action
 }
 
+// Error names both actions of the mismatched pair.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("order mismatch: send %d from stage %d to stage %d is action %d %v (chunk %d), but receive %d on stage %d is action %d %v (chunk %d)",
 		e.N+1, e.From, e.To, e.SendIndex, e.Send, e.Send.Chunk, e.N+1, e.To, e.RecvIndex, e.Recv, e.Recv.Chunk)

@@ -28,6 +28,9 @@ type Action struct {
 	Peer       int        // the peer's stage for P2P actions, -1 otherwise
 }
 
+// String renders a in the notation of the golden tests: kind, micro-batch,
+// "c" and the chunk when not 0, "@" and the peer stage for P2P actions
+// ("F3", "SEND_B2c1@0").
 func (a Action) String() string {
 	s := fmt.Sprintf("%s%d", a.Kind, a.MicroBatch)
 	if a.Chunk != 0 {
@@ -45,7 +48,8 @@ func (a Action) String() string {
 // P2P actions follow one convention across schedules: a receive comes right
 // before the compute that consumes it, a send right after the compute that
 // produced it. A send never blocks its stage; a receive blocks until the data
-// is there.
+// is there. Validate checks a schedule against these rules, Replay times it,
+// TheoreticalBubble and LiveBound state its theory.
 type Schedule struct {
 	Name          string
 	Stages        int        // p, the number of physical stages (pipeline ranks)

@@ -127,7 +127,7 @@ func (s *Schedule) checkPrograms() error {
 		problems = append(problems, fmt.Sprintf(format, args...))
 	}
 	for st, acts := range s.Actions {
-		// pos[kind][chunk*m+mb]: action index, -1 if absent; n counts.
+		// pos[kind][chunk*m+mb]: index of the (last) such action; n counts.
 		pos := map[trace.Kind][]int{}
 		n := map[trace.Kind][]int{}
 		for _, k := range scheduleKinds {
