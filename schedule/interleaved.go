@@ -14,7 +14,10 @@ import "fmt"
 //     forward of every stage is table[k]; its k-th backward is the pair
 //     table[k] with the chunk reversed (v-1-chunk).
 //  2. Stage r warms up with min(2*(p-r-1) + (v-1)*N, m*v) forwards, then
-//     alternates one forward and one backward, then drains the backwards.
+//     alternates one forward and one backward, then drains the backwards
+//     (get_pp_rank_microbatches; Megatron before it ran every stage
+//     all-forward-then-all-backward when m == p, here only the stages the
+//     cap reaches do).
 //
 // N is Megatron's microbatch_group_size_per_vp_stage: p when m % p == 0
 // (Megatron's default, and the only case older Megatron accepts). When
@@ -27,9 +30,11 @@ import "fmt"
 // Interleaved returns an error for v < 1; for v > 1 with p < 2 (chunks of
 // one stage would send to themselves) or m < p (Megatron refuses it too);
 // and for p == 2 with m odd: with two stages the forward and the backward
-// traffic share each direction's channel, and for odd m the receives under
-// the P2P convention of Schedule no longer match the sends in order
-// (Validate finds the mismatch). With v == 1 it is exactly OneFOneB(p, m)
+// traffic share each direction's channel, and with the group sizes Megatron
+// accepts for odd m > 3 the receives placed by the P2P convention of
+// Schedule no longer match the sends in order (Validate finds the
+// mismatch; m = 3 happens to match but is refused too, for one rule).
+// With v == 1 it is exactly OneFOneB(p, m)
 // for any m, named "interleaved" with Virtual 1.
 func Interleaved(p, m, v int) (*Schedule, error) {
 	switch {

@@ -15,13 +15,14 @@ import (
 //	zb-h1 (T_F = T_B = T_W)      (p-1)/(3*m+p-1)     m >= p
 //
 // The first two hold for any ratio of forward to backward time (the tests
-// check this against Replay, for interleaved also with ragged m); the ZB-H1
+// check them against Replay, for interleaved also with ragged m); the ZB-H1
 // form is the paper's assumption of equal F, B and W times. Elsewhere (ZB-H1
-// with m < p, or a name of no schedule here) it returns ReplayBubble(1, 1, 1): F, B and W each one unit,
-// so a backward that is not split costs 2. The closed forms are keyed on
-// Name, Stages, MicroBatches and Virtual: they hold for the schedules this
-// package builds. It is NaN when Stages, MicroBatches or Virtual is < 1, or
-// when the replay fails (s does not validate).
+// with m < p, or a name of no schedule here) it returns
+// ReplayBubble(1, 1, 1): F, B and W one unit each, so a backward that is not
+// split costs 2. The closed forms are keyed on Name, Stages, MicroBatches
+// and Virtual: they hold for the schedules this package builds. It is NaN
+// when Stages, MicroBatches or Virtual is < 1, or when the replay fails (s
+// does not validate).
 func (s *Schedule) TheoreticalBubble() float64 {
 	p, m, v := float64(s.Stages), float64(s.MicroBatches), float64(s.Virtual)
 	if s.Stages < 1 || s.MicroBatches < 1 || s.Virtual < 1 {
