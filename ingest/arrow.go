@@ -1,3 +1,5 @@
+//go:build !ppprof_arrow
+
 package ingest
 
 import (

@@ -31,7 +31,7 @@ func randomTrace(rng *rand.Rand, nRanks, perRank int) *trace.Trace {
 		pipe := int32(rng.IntN(3))
 		tp := int32(rng.IntN(2))
 		seq := rng.Int64N(10) - 5
-		n := rng.IntN(perRank + 1)
+		n := 1 + rng.IntN(max(perRank, 1))
 		for i := 0; i < n; i++ {
 			seq += 1 + rng.Int64N(3)
 			e := trace.Event{
