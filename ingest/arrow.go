@@ -1,16 +1,22 @@
-//go:build !ppprof_arrow
-
 package ingest
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
 )
 
-// sniffArrow recognises Arrow IPC content. Until trace/arrowv1 lands it
-// recognises nothing.
-func sniffArrow(prefix []byte) Format { return FormatUnknown }
+// sniffArrow recognises Arrow IPC content (file or stream).
+func sniffArrow(prefix []byte) Format {
+	switch arrowv1.Sniff(prefix) {
+	case arrowv1.FormatFile:
+		return FormatArrowFile
+	case arrowv1.FormatStream:
+		return FormatArrowStream
+	}
+	return FormatUnknown
+}
 
 // arrowRead is what readArrow got from an Arrow file or stream.
 type arrowRead struct {
@@ -21,7 +27,53 @@ type arrowRead struct {
 	warning   string // "" when the data was complete
 }
 
-// readArrow decodes an Arrow file or stream.
-func readArrow(data []byte) (arrowRead, error) {
-	return arrowRead{}, errors.New("arrow support not built yet")
+// readArrow decodes an Arrow file or stream with arrowv1, which validates
+// the trace. A stream cut off mid-batch keeps its complete batches; a stream
+// that ends after a whole batch but without the end-of-stream marker (its
+// writer never closed it: the process died or hung) keeps them all. Both
+// are warnings, not errors: a hung job's dump is exactly such a file.
+//
+// A panic in the decoder is turned into an error, so that one corrupt rank
+// file cannot bring the command down; the fuzz test fails on such errors so
+// that the decoder gets fixed.
+func readArrow(data []byte) (ar arrowRead, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ar, err = arrowRead{}, fmt.Errorf("corrupt Arrow data: decoder panicked: %v", p)
+		}
+	}()
+	res, err := arrowv1.Read(data)
+	if err != nil {
+		return ar, err
+	}
+	ar = arrowRead{trace: res.Trace, batches: res.Batches, truncated: res.Truncated}
+	if !res.Truncated {
+		return ar, nil
+	}
+	what := "stream"
+	if res.Format == arrowv1.FormatFile {
+		what = "file"
+	}
+	events := plural(res.Trace.Len(), "event")
+	lost := res.BytesTotal - res.BytesUsed
+	if lost <= 0 {
+		ar.warning = fmt.Sprintf("%s not closed: the writer did not finish; kept all %s (%s)", what, plural(res.Batches, "batch"), events)
+		return ar, nil
+	}
+	ar.bytesLost = lost
+	ar.warning = fmt.Sprintf("truncated %s: kept %s (%s), lost %d of %d bytes (%s)",
+		what, plural(res.Batches, "complete batch"), events, lost, res.BytesTotal, percent(lost, res.BytesTotal))
+	return ar, nil
+}
+
+// percent shows part/whole as "5.4%", never rounding a loss to "0.0%".
+func percent(part, whole int64) string {
+	if whole <= 0 {
+		return "100%"
+	}
+	p := 100 * float64(part) / float64(whole)
+	if p > 0 && p < 0.1 {
+		return "<0.1%"
+	}
+	return fmt.Sprintf("%.1f%%", p)
 }

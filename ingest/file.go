@@ -125,6 +125,12 @@ func readBytes(path string, data []byte) (*trace.Trace, FileInfo, []Warning, err
 		}
 	case FormatKineto:
 		err = fmt.Errorf("%w: Kineto traces are not supported yet", ErrUnsupported)
+	case FormatUnknown:
+		if corruptArrow(data) {
+			err = errors.New("corrupt Arrow stream: it starts with the Arrow continuation marker, but its first message is not a valid schema")
+			break
+		}
+		fallthrough
 	default:
 		err = fmt.Errorf("%w (unrecognised content: starts with %s)", ErrNotTrace, describePrefix(data))
 	}

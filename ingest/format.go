@@ -27,6 +27,14 @@ const (
 // gzipMagic starts every gzip member (RFC 1952).
 var gzipMagic = []byte{0x1f, 0x8b}
 
+// arrowContinuation starts every message of an Arrow IPC stream written
+// since Arrow 0.15, the schema message at byte 0 included.
+var arrowContinuation = []byte{0xff, 0xff, 0xff, 0xff}
+
+// corruptArrow reports whether data that Sniff did not recognise starts like
+// an Arrow stream: a damaged rank file rather than something else.
+func corruptArrow(data []byte) bool { return bytes.HasPrefix(data, arrowContinuation) }
+
 // utf8BOM is skipped at the start of text formats (spreadsheets write it).
 var utf8BOM = []byte{0xef, 0xbb, 0xbf}
 

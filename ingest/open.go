@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
 )
 
 // Options configures Open.
@@ -38,8 +39,10 @@ type Result struct {
 // found through a directory or a pattern whose content is not a trace, or
 // that are empty, are skipped with a warning, but a directory or pattern
 // that yields no trace file at all is an error, as is a pattern matching
-// nothing. A file named directly must be a trace. The same file named twice
-// is read once.
+// nothing. Likewise an Arrow file found that way but cut off before the end
+// of its schema (a rank that died before writing anything) is skipped with
+// a warning. A file named directly must be a trace. The same file named
+// twice is read once.
 //
 // Files are read in parallel; the result does not depend on it. Formats
 // are recognised by content (see Sniff), never by name. The files' events
@@ -326,7 +329,7 @@ func readInput(in input) readResult {
 	if n == 0 {
 		return skip("empty file")
 	}
-	if Sniff(prefix) == FormatUnknown {
+	if Sniff(prefix) == FormatUnknown && !corruptArrow(prefix) {
 		return skip(fmt.Sprintf("not a trace (unrecognised content: starts with %s)", describePrefix(prefix)))
 	}
 	rest, err := io.ReadAll(f)
@@ -334,6 +337,12 @@ func readInput(in input) readResult {
 		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
 	}
 	t, info, warns, err := readBytes(in.path, append(prefix, rest...))
+	if errors.Is(err, arrowv1.ErrNoSchema) {
+		// A rank that died before writing its schema left no events and no
+		// metadata: beside other ranks' files that is an absent rank, not a
+		// reason to refuse the rest.
+		return skip("Arrow data cut off before the end of its schema: no events")
+	}
 	return readResult{t: t, info: info, warns: warns, err: err}
 }
 
