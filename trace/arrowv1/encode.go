@@ -1,0 +1,231 @@
+package arrowv1
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// kindDict is the dictionary of the kind column one writer has emitted so
+// far: names in first-seen order. It only grows, so each new dictionary
+// extends the previous one and a stream writer can send it as a delta.
+type kindDict struct {
+	names []string
+	index []int16 // by trace.Kind: position in names, or -1
+
+	values    arrow.Array // utf8 array of names, built lazily; nil when stale
+	valuesLen int
+}
+
+// add returns k's position in the dictionary, adding k if it is new. An
+// invalid kind is an error (it has no name a reader could parse).
+func (d *kindDict) add(k trace.Kind) (int16, error) {
+	if int(k) < len(d.index) {
+		if i := d.index[k]; i >= 0 {
+			return i, nil
+		}
+	}
+	if !k.Valid() {
+		return 0, fmt.Errorf("invalid kind %d", uint16(k))
+	}
+	if len(d.names) >= math.MaxInt16 {
+		return 0, fmt.Errorf("kind %s: more than %d distinct kinds", k, math.MaxInt16)
+	}
+	for int(k) >= len(d.index) {
+		d.index = append(d.index, -1)
+	}
+	i := int16(len(d.names))
+	d.index[k] = i
+	d.names = append(d.names, k.String())
+	return i, nil
+}
+
+// addAll adds every kind in kinds, so that one dictionary serves a whole
+// trace (the file format allows no replacement).
+func (d *kindDict) addAll(kinds []trace.Kind) error {
+	for row, k := range kinds {
+		if _, err := d.add(k); err != nil {
+			return fmt.Errorf("row %d: %w", row, err)
+		}
+	}
+	return nil
+}
+
+// dictionary returns the names so far as a utf8 array, owned by d: callers
+// that keep it must Retain it.
+func (d *kindDict) dictionary(mem memory.Allocator) arrow.Array {
+	if d.values != nil && d.valuesLen == len(d.names) {
+		return d.values
+	}
+	d.release()
+	b := array.NewStringBuilder(mem)
+	defer b.Release()
+	b.AppendValues(d.names, nil)
+	d.values = b.NewArray()
+	d.valuesLen = len(d.names)
+	return d.values
+}
+
+// release frees the cached dictionary array.
+func (d *kindDict) release() {
+	if d.values != nil {
+		d.values.Release()
+		d.values = nil
+	}
+}
+
+// buildRecord encodes rows [from, to) of t as one record batch of schema,
+// adding their kinds to dict. The caller releases the record.
+func buildRecord(mem memory.Allocator, schema *arrow.Schema, t *trace.Trace, from, to int, dict *kindDict) (arrow.RecordBatch, error) {
+	var cols [numColumns]arrow.Array
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	var err error
+	if cols[colKind], err = kindColumn(mem, t.Kind[from:to], dict, from); err != nil {
+		return nil, err
+	}
+	if cols[colShape], err = stringColumn(mem, t.Shape[from:to]); err != nil {
+		return nil, fmt.Errorf("column shape: %w", err)
+	}
+	if cols[colDtype], err = stringColumn(mem, t.Dtype[from:to]); err != nil {
+		return nil, fmt.Errorf("column dtype: %w", err)
+	}
+	cols[colRank] = int32Column(mem, t.Rank[from:to])
+	cols[colPipeline] = int32Column(mem, t.Pipeline[from:to])
+	cols[colStage] = int32Column(mem, t.Stage[from:to])
+	cols[colTPRank] = int32Column(mem, t.TPRank[from:to])
+	cols[colChunk] = int32Column(mem, t.Chunk[from:to])
+	cols[colStep] = int64Column(mem, t.Step[from:to])
+	cols[colMicroBatch] = int32Column(mem, t.MicroBatch[from:to])
+	cols[colSeq] = int64Column(mem, t.Seq[from:to])
+	cols[colIssueNs] = int64Column(mem, t.IssueNs[from:to])
+	cols[colStartNs] = timeColumn(mem, t.StartNs[from:to])
+	cols[colEndNs] = timeColumn(mem, t.EndNs[from:to])
+	cols[colPeer] = int32Column(mem, t.Peer[from:to])
+	cols[colBytes] = int64Column(mem, t.Bytes[from:to])
+	cols[colTokens] = int64Column(mem, t.Tokens[from:to])
+	cols[colFlops] = float64Column(mem, t.Flops[from:to])
+	cols[colMemBytes] = int64Column(mem, t.MemBytes[from:to])
+	return array.NewRecordBatch(schema, cols[:], int64(to-from)), nil
+}
+
+// newArray wraps buffers in an array of type dt and releases the caller's
+// references to the buffers.
+func newArray(dt arrow.DataType, n int, nulls int, bufs ...*memory.Buffer) arrow.Array {
+	data := array.NewData(dt, n, bufs, nil, nulls, 0)
+	for _, b := range bufs {
+		if b != nil {
+			b.Release()
+		}
+	}
+	defer data.Release()
+	return array.MakeFromData(data)
+}
+
+// newBuffer allocates a buffer of size bytes from mem.
+func newBuffer(mem memory.Allocator, size int) *memory.Buffer {
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(size)
+	return buf
+}
+
+// int32Column encodes an int32-based column with no nulls.
+func int32Column[T ~int32](mem memory.Allocator, src []T) arrow.Array {
+	buf := newBuffer(mem, len(src)*arrow.Int32SizeBytes)
+	dst := arrow.Int32Traits.CastFromBytes(buf.Bytes())
+	for i, v := range src {
+		dst[i] = int32(v)
+	}
+	return newArray(arrow.PrimitiveTypes.Int32, len(src), 0, nil, buf)
+}
+
+// int64Column encodes an int64 column with no nulls.
+func int64Column(mem memory.Allocator, src []int64) arrow.Array {
+	buf := newBuffer(mem, len(src)*arrow.Int64SizeBytes)
+	copy(arrow.Int64Traits.CastFromBytes(buf.Bytes()), src)
+	return newArray(arrow.PrimitiveTypes.Int64, len(src), 0, nil, buf)
+}
+
+// float64Column encodes a float64 column with no nulls.
+func float64Column(mem memory.Allocator, src []float64) arrow.Array {
+	buf := newBuffer(mem, len(src)*arrow.Float64SizeBytes)
+	copy(arrow.Float64Traits.CastFromBytes(buf.Bytes()), src)
+	return newArray(arrow.PrimitiveTypes.Float64, len(src), 0, nil, buf)
+}
+
+// timeColumn encodes a time column: trace.NoTime becomes null (value 0).
+func timeColumn(mem memory.Allocator, src []int64) arrow.Array {
+	buf := newBuffer(mem, len(src)*arrow.Int64SizeBytes)
+	dst := arrow.Int64Traits.CastFromBytes(buf.Bytes())
+	nulls := 0
+	for i, v := range src {
+		if v == trace.NoTime {
+			nulls++
+			v = 0
+		}
+		dst[i] = v
+	}
+	if nulls == 0 {
+		return newArray(arrow.PrimitiveTypes.Int64, len(src), 0, nil, buf)
+	}
+	valid := newBuffer(mem, int(bitutil.BytesForBits(int64(len(src)))))
+	bits := valid.Bytes()
+	clear(bits)
+	for i, v := range src {
+		if v != trace.NoTime {
+			bitutil.SetBit(bits, i)
+		}
+	}
+	return newArray(arrow.PrimitiveTypes.Int64, len(src), nulls, valid, buf)
+}
+
+// stringColumn encodes a utf8 column with no nulls.
+func stringColumn(mem memory.Allocator, src []string) (arrow.Array, error) {
+	total := 0
+	for _, s := range src {
+		total += len(s)
+	}
+	if total > math.MaxInt32 {
+		return nil, fmt.Errorf("%d bytes of strings in one batch: more than utf8 offsets hold; lower the batch rows", total)
+	}
+	offBuf := newBuffer(mem, (len(src)+1)*arrow.Int32SizeBytes)
+	dataBuf := newBuffer(mem, total)
+	offsets := arrow.Int32Traits.CastFromBytes(offBuf.Bytes())
+	data := dataBuf.Bytes()
+	pos := 0
+	for i, s := range src {
+		offsets[i] = int32(pos)
+		pos += copy(data[pos:], s)
+	}
+	offsets[len(src)] = int32(pos)
+	return newArray(arrow.BinaryTypes.String, len(src), 0, nil, offBuf, dataBuf), nil
+}
+
+// kindColumn encodes kinds as int16 indices into dict; from is the row
+// number of kinds[0] in the trace, for errors.
+func kindColumn(mem memory.Allocator, kinds []trace.Kind, dict *kindDict, from int) (arrow.Array, error) {
+	buf := newBuffer(mem, len(kinds)*arrow.Int16SizeBytes)
+	dst := arrow.Int16Traits.CastFromBytes(buf.Bytes())
+	for i, k := range kinds {
+		v, err := dict.add(k)
+		if err != nil {
+			buf.Release()
+			return nil, fmt.Errorf("row %d: column kind: %w", from+i, err)
+		}
+		dst[i] = v
+	}
+	indices := newArray(arrow.PrimitiveTypes.Int16, len(kinds), 0, nil, buf)
+	defer indices.Release()
+	return array.NewDictionaryArray(kindType, indices, dict.dictionary(mem)), nil
+}

@@ -1,0 +1,163 @@
+package arrowv1
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// IPC framing: each message is an optional continuation marker 0xFFFFFFFF,
+// an int32 metadata length, the Message flatbuffer (padded) and a body of
+// the length the flatbuffer gives. A zero length ends the stream. Streams
+// written before Arrow 0.15 have no marker (the "legacy" framing); their
+// end-of-stream marker is a bare zero length.
+
+const (
+	continuation = 0xFFFFFFFF
+	maxMetaLen   = 64 << 20 // arrow-go's own default limit on metadata size
+)
+
+// frame is one complete IPC message found in the input.
+type frame struct {
+	start int    // offset of its first byte (marker or length)
+	meta  []byte // Message flatbuffer, padding included
+	body  []byte
+	end   int // offset just past the body
+	info  msgInfo
+}
+
+// frameStatus says what readFrame found at an offset.
+type frameStatus int
+
+const (
+	frameOK        frameStatus = iota // a complete, verified message
+	frameEOS                          // the end-of-stream marker
+	frameTruncated                    // the input ends inside the message
+)
+
+// framing is the style of a stream, fixed by its first message.
+type framing int
+
+const (
+	framingUnknown framing = iota
+	framingContinuation
+	framingLegacy
+)
+
+// readFrame reads the message at data[pos:]. A message whose bytes are all
+// present but do not verify is an error; one cut off by the end of data is
+// frameTruncated. end is the offset just past what was read (the message or
+// the end-of-stream marker) or, with an error, past what was examined.
+func readFrame(data []byte, pos int, style framing) (fr frame, status frameStatus, end int, err error) {
+	rem := len(data) - pos
+	if rem < 4 {
+		return fr, frameTruncated, pos, nil
+	}
+	var metaLen int64
+	prefix := 4
+	switch w := binary.LittleEndian.Uint32(data[pos:]); {
+	case w == continuation:
+		if style == framingLegacy {
+			return fr, 0, pos + 4, errors.New("continuation marker in a legacy-framed stream")
+		}
+		if rem < 8 {
+			return fr, frameTruncated, pos, nil
+		}
+		metaLen = int64(int32(binary.LittleEndian.Uint32(data[pos+4:])))
+		if metaLen == 0 {
+			return fr, frameEOS, pos + 8, nil
+		}
+		prefix = 8
+	case style == framingContinuation:
+		return fr, 0, pos + 4, fmt.Errorf("bad continuation marker %#08x", w)
+	case w == 0:
+		return fr, frameEOS, pos + 4, nil
+	default:
+		metaLen = int64(int32(w))
+	}
+	if metaLen < 0 || metaLen > maxMetaLen {
+		return fr, 0, pos + prefix, fmt.Errorf("metadata length %d out of range", metaLen)
+	}
+	if int64(rem) < int64(prefix)+metaLen {
+		return fr, frameTruncated, pos, nil
+	}
+	bodyStart := pos + prefix + int(metaLen)
+	fr.start = pos
+	fr.meta = data[pos+prefix : bodyStart]
+	if fr.info, err = verifyMessage(fr.meta); err != nil {
+		return fr, 0, bodyStart, fmt.Errorf("bad %s metadata: %w", headerName(fr.info.header), err)
+	}
+	if int64(len(data)-bodyStart) < fr.info.bodyLen {
+		return fr, frameTruncated, pos, nil
+	}
+	fr.end = bodyStart + int(fr.info.bodyLen)
+	fr.body = data[bodyStart:fr.end]
+	if err := fr.info.checkBody(fr.body); err != nil {
+		return fr, 0, fr.end, fmt.Errorf("bad %s: %w", headerName(fr.info.header), err)
+	}
+	return fr, frameOK, fr.end, nil
+}
+
+// streamScan is the result of framing an IPC stream.
+type streamScan struct {
+	frames  []frame
+	used    int  // offset just past the last complete message or the end-of-stream marker
+	eos     bool // the end-of-stream marker was found
+	records int  // record batch frames
+}
+
+// scanStream frames the IPC stream starting at data[start:], stopping at the
+// end-of-stream marker or where the input ends part way. A message that is
+// all there but does not verify is an error naming the batch it would
+// belong to, except inside a tail of zero bytes (what a file system can
+// leave at the end of a file after a node crash), which counts as the end
+// of the input.
+func scanStream(data []byte, start int) (streamScan, error) {
+	s := streamScan{used: start}
+	style := framingUnknown
+	pos := start
+	for {
+		fr, status, end, err := readFrame(data, pos, style)
+		if err != nil {
+			if zeroTail(data, pos, end) {
+				return s, nil
+			}
+			return s, fmt.Errorf("decoding batch %d: message at byte %d: %w", s.records, pos, err)
+		}
+		switch status {
+		case frameTruncated:
+			return s, nil
+		case frameEOS:
+			s.used, s.eos = end, true
+			return s, nil
+		}
+		if style == framingUnknown {
+			style = framingLegacy
+			if binary.LittleEndian.Uint32(data[pos:]) == continuation {
+				style = framingContinuation
+			}
+		}
+		if first := len(s.frames) == 0; first != (fr.info.header == headerSchema) {
+			if first {
+				return s, fmt.Errorf("first message is a %s, not a schema", headerName(fr.info.header))
+			}
+			return s, fmt.Errorf("decoding batch %d: message at byte %d: a second schema", s.records, pos)
+		}
+		if fr.info.header == headerRecordBatch {
+			s.records++
+		}
+		s.frames = append(s.frames, fr)
+		s.used, pos = end, end
+	}
+}
+
+// zeroTail reports whether the failure of the message at pos, found in
+// data[pos:examined], is explained by a zero-filled end of file: data ends
+// in a run of zero bytes that starts inside what was examined.
+func zeroTail(data []byte, pos, examined int) bool {
+	z := len(data)
+	for z > pos && data[z-1] == 0 {
+		z--
+	}
+	return z < len(data) && z < examined
+}

@@ -1,0 +1,220 @@
+package arrowv1
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// ErrNotArrow says the input is not Arrow IPC at all (neither format's
+// signature is there).
+var ErrNotArrow = errors.New("not an arrow ipc file or stream")
+
+// ErrNoSchema says the input is Arrow IPC cut off before the end of its
+// schema message (or empty): a writer that died before writing anything.
+// It holds no events and no metadata.
+var ErrNoSchema = errors.New("truncated before the schema: no events")
+
+// Result is what Read recovered from an input.
+type Result struct {
+	Trace      *trace.Trace // the events, validated; never nil when Read succeeds
+	Format     Format
+	Batches    int   // complete record batches read
+	Truncated  bool  // the input ended part way: see Read
+	BytesTotal int64 // len(data)
+	BytesUsed  int64 // bytes up to the end of the last complete message; BytesTotal-BytesUsed were lost
+}
+
+// Read decodes an Arrow IPC file or stream holding a v1 trace and runs
+// trace.Validate on it.
+//
+// A stream cut at any byte (a job killed mid-write) yields every record
+// batch that is complete before the cut, with Truncated set and BytesUsed
+// the end of the last complete message. A stream without the end-of-stream
+// marker counts as truncated even when it ends exactly at a message
+// boundary (BytesUsed == BytesTotal): its writer never closed it, so the
+// job did not exit cleanly. A tail of zero bytes where a message should be
+// (what a file system can leave after a node crash) also reads as a
+// truncation. Bytes after the end-of-stream marker are ignored.
+//
+// A file is read through its footer. A file whose footer is missing or
+// unusable (a killed job writing the file format) is read as the stream
+// embedded after its magic, and is always Truncated.
+//
+// Errors: ErrNotArrow for input that is not Arrow IPC; ErrNoSchema (wrapped)
+// for input cut before the end of the schema; a message that is all there
+// but corrupt gives "decoding batch N: ..." (N counts from 0); metadata
+// without ppprof.schema gives "not a ppprof trace", a newer schema major
+// version a *trace.SchemaVersionError; a column of the wrong type or a
+// missing required column a *ColumnError; rows that fail trace.Validate its
+// *trace.RowError. Read never panics on bad input, and a corrupt length
+// cannot make it hold more than 64 MiB + 64*len(data) bytes of decoded
+// buffers. On error the Result is nil.
+//
+// The returned trace shares no memory with data.
+func Read(data []byte) (*Result, error) {
+	return read(data, memory.DefaultAllocator)
+}
+
+func read(data []byte, mem memory.Allocator) (*Result, error) {
+	res := &Result{BytesTotal: int64(len(data)), Format: Sniff(data)}
+	if cutBeforeSchema(data) {
+		return nil, ErrNoSchema
+	}
+	var frames []frame
+	switch res.Format {
+	case FormatFile:
+		var ok bool
+		frames, ok = fileFrames(data)
+		if ok {
+			res.BytesUsed = res.BytesTotal
+			break
+		}
+		s, err := scanStream(data, fileStreamStart)
+		if err != nil {
+			return nil, err
+		}
+		frames, res.Truncated, res.BytesUsed = s.frames, true, int64(s.used)
+	case FormatStream:
+		s, err := scanStream(data, 0)
+		if err != nil {
+			return nil, err
+		}
+		frames, res.Truncated, res.BytesUsed = s.frames, !s.eos, int64(s.used)
+	default:
+		return nil, ErrNotArrow
+	}
+	if len(frames) == 0 {
+		return nil, ErrNoSchema
+	}
+	t, batches, err := decodeFrames(frames, &limitAllocator{mem: mem, limit: readLimit(len(data))})
+	if err != nil {
+		return nil, err
+	}
+	res.Trace, res.Batches = t, batches
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid trace: %w", err)
+	}
+	return res, nil
+}
+
+// cutBeforeSchema reports whether data is too short to hold a schema but is
+// the start of an Arrow file or stream (or empty).
+func cutBeforeSchema(data []byte) bool {
+	if len(data) < len(magic) && bytes.HasPrefix(magic, data) {
+		return true // includes the empty input
+	}
+	if len(data) < fileStreamStart && bytes.HasPrefix(data, magic) {
+		return true
+	}
+	if len(data) < 8 {
+		return bytes.Count(data[:min(len(data), 4)], []byte{0xff}) == min(len(data), 4)
+	}
+	return false
+}
+
+// fileFrames locates the messages of a complete Arrow file through its
+// footer: the schema message at byte 8, then the dictionary and record
+// batch blocks the footer lists. ok is false when the footer is missing or
+// does not agree with the messages, so the file must be read as a stream.
+func fileFrames(data []byte) (frames []frame, ok bool) {
+	const tail = 4 + 6 // footer length, magic
+	n := len(data)
+	if n < fileStreamStart+tail || !bytes.Equal(data[n-len(magic):], magic) {
+		return nil, false
+	}
+	footerLen := int64(int32(binary.LittleEndian.Uint32(data[n-tail:])))
+	footerStart := int64(n-tail) - footerLen
+	if footerLen <= 0 || footerStart < fileStreamStart {
+		return nil, false
+	}
+	footer, err := verifyFooter(data[footerStart : n-tail])
+	if err != nil {
+		return nil, false
+	}
+	body := data[:footerStart]
+	schema, status, _, err := readFrame(body, fileStreamStart, framingUnknown)
+	if err != nil || status != frameOK || schema.info.header != headerSchema {
+		return nil, false
+	}
+	frames = append(frames, schema)
+	add := func(blocks []block, header byte) bool {
+		for _, b := range blocks {
+			if b.offset < fileStreamStart || b.offset >= int64(len(body)) {
+				return false
+			}
+			fr, status, _, err := readFrame(body, int(b.offset), framingUnknown)
+			if err != nil || status != frameOK || fr.info.header != header ||
+				int64(fr.end)-b.offset != int64(b.metaLen)+b.bodyLen {
+				return false
+			}
+			frames = append(frames, fr)
+		}
+		return true
+	}
+	if !add(footer.dicts, headerDictionaryBatch) || !add(footer.records, headerRecordBatch) {
+		return nil, false
+	}
+	return frames, true
+}
+
+// frameReader hands verified frames to arrow-go as ipc.Messages. It
+// implements ipc.MessageReader: each message is valid until the next call.
+type frameReader struct {
+	frames []frame
+	next   int
+	mem    memory.Allocator
+	cur    *ipc.Message
+	refs   atomic.Int64
+}
+
+// Message returns the next frame as a message, or io.EOF after the last.
+func (r *frameReader) Message() (*ipc.Message, error) {
+	r.releaseCur()
+	if r.next == len(r.frames) {
+		return nil, io.EOF
+	}
+	fr := r.frames[r.next]
+	r.next++
+	meta := memory.NewBufferBytes(fr.meta)
+	var body *memory.Buffer
+	if len(fr.body) > 0 && uintptr(unsafe.Pointer(&fr.body[0]))%8 != 0 {
+		// Arrow buffers are read in place as []int64 and the like; copy a
+		// body that does not start 8-byte aligned.
+		body = memory.NewResizableBuffer(r.mem)
+		body.Resize(len(fr.body))
+		copy(body.Bytes(), fr.body)
+	} else {
+		body = memory.NewBufferBytes(fr.body)
+	}
+	r.cur = ipc.NewMessage(meta, body)
+	meta.Release()
+	body.Release()
+	return r.cur, nil
+}
+
+func (r *frameReader) releaseCur() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+// Retain adds a reference.
+func (r *frameReader) Retain() { r.refs.Add(1) }
+
+// Release drops a reference, freeing the current message with the last.
+func (r *frameReader) Release() {
+	if r.refs.Add(-1) <= 0 {
+		r.releaseCur()
+	}
+}
