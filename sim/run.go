@@ -84,6 +84,7 @@ type rankState struct {
 	crashPending bool       // this step's program holds a crash action not yet reached
 	crashed      bool       // died at crashT
 	crashT       int64      // ns
+	crashOp      int        // index in ops of the op it died in
 	deferred     []transfer // sends matched while crashPending
 	optOp        int        // index in ops of the step's OPT row
 }
@@ -265,29 +266,35 @@ func (e *engine) issue(r *rankState, in instr) {
 	case in.kind.IsSend():
 		r.pc++
 		r.unfinished++
-		ch := e.channel(me.rank, o.peer)
-		if !ch.hung && len(ch.recvs) > 0 {
-			recv := ch.recvs[0]
-			ch.recvs = ch.recvs[1:]
-			e.match(ch, me, recv)
-			return
-		}
-		ch.sends = append(ch.sends, me)
+		e.post(e.channel(me.rank, o.peer), me, true)
 	case in.kind.IsRecv():
 		r.waitingRecv = true
-		ch := e.channel(o.peer, me.rank)
-		if !ch.hung && len(ch.sends) > 0 {
-			send := ch.sends[0]
-			ch.sends = ch.sends[1:]
-			e.match(ch, send, me)
-			return
-		}
-		ch.recvs = append(ch.recvs, me)
+		e.post(e.channel(o.peer, me.rank), me, false)
 	default:
 		dur, _, _ := e.cost.compute(r.step, r.pipe, r.stage, in)
 		o.start, o.end = r.t, r.t+dur
 		r.t = o.end
 		r.pc++
+	}
+}
+
+// post queues a send (isSend) or receive x on ch, matching it with the
+// oldest unmatched op of the other side if there is one.
+func (e *engine) post(ch *channel, x ref, isSend bool) {
+	mine, theirs := &ch.recvs, &ch.sends
+	if isSend {
+		mine, theirs = theirs, mine
+	}
+	if ch.hung || len(*theirs) == 0 {
+		*mine = append(*mine, x)
+		return
+	}
+	y := (*theirs)[0]
+	*theirs = (*theirs)[1:]
+	if isSend {
+		e.match(ch, x, y)
+	} else {
+		e.match(ch, y, x)
 	}
 }
 
@@ -298,6 +305,13 @@ func (e *engine) issue(r *rankState, in instr) {
 func (e *engine) match(ch *channel, send, recv ref) {
 	so, ro := e.opAt(send), e.opAt(recv)
 	start := max(so.issue, ro.issue)
+	if dead := e.crashedAt(send, recv); dead != nil {
+		// One side is the op its rank died in: the transfer never ends.
+		if start <= dead.crashT {
+			so.start, ro.start = start, start
+		}
+		return
+	}
 	if so.bytes != ro.bytes {
 		ch.hung = true
 		so.start, ro.start = start, start
@@ -313,6 +327,16 @@ func (e *engine) match(ch *channel, send, recv ref) {
 	default:
 		e.complete(t)
 	}
+}
+
+// crashedAt returns the rank whose crash op is send or recv, or nil.
+func (e *engine) crashedAt(send, recv ref) *rankState {
+	for _, x := range [2]ref{send, recv} {
+		if r := e.ranks[x.rank]; r.crashed && int(x.op) == r.crashOp {
+			return r
+		}
+	}
+	return nil
 }
 
 // complete finishes a matched transfer: both rows get its times, the
@@ -353,13 +377,23 @@ func (e *engine) settleAfterCrash(t transfer, crashT int64) {
 // crash was pending complete only if they were over by now.
 func (e *engine) crash(r *rankState, in instr) {
 	i := e.record(r, in)
-	r.ops[i].start = r.t
-	r.crashed, r.crashPending, r.crashT = true, false, r.t
+	o := &r.ops[i]
+	o.start = r.t
+	r.crashed, r.crashPending, r.crashT, r.crashOp = true, false, r.t, i
 	r.phase = phCrashed
 	for _, d := range r.deferred {
 		e.settleAfterCrash(d, r.crashT)
 	}
 	r.deferred = nil
+	// A P2P op the rank died in was posted: it pairs (in order) with its
+	// peer's op, which then never completes either.
+	me := ref{int32(r.id), int32(i)}
+	switch {
+	case in.kind.IsSend():
+		e.post(e.channel(me.rank, o.peer), me, true)
+	case in.kind.IsRecv():
+		e.post(e.channel(o.peer, me.rank), me, false)
+	}
 }
 
 // resolveDeferred is called when no rank can run. Ranks holding deferred
