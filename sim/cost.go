@@ -50,7 +50,7 @@ func newCostModel(c Config, s *schedule.Schedule) *costModel {
 		seqLen:     int64(c.SeqLen), mbs: int64(c.MicroBatchSize), hidden: int64(c.Hidden),
 		dtype: c.Dtype, dsize: dtypeSize[c.Dtype],
 		latNs:     c.P2PLatencyUs * 1e3,
-		flopsPerN: c.ComputeEfficiency * c.PeakFlops * 1e-9,
+		flopsPerN: c.ComputeEfficiency * c.PeakFlops / 1e9,
 	}
 	switch {
 	case !s.SplitBackward:

@@ -36,14 +36,24 @@ func TestBubbleMatchesTheory(t *testing.T) {
 		cases = append(cases, tc{"interleaved", pmv[0], pmv[1], pmv[2], 1, 1, 2})
 	}
 	cases = append(cases, tc{"interleaved", 4, 8, 2, 2, 2, 2})
+	// ZB-H1 with F = B = W (BwdMs split in half) and m >= p: (p-1)/(3m+p-1).
+	for _, pm := range [][2]int{{1, 3}, {2, 2}, {3, 4}, {4, 4}, {4, 9}, {8, 16}} {
+		cases = append(cases, tc{"zb-h1", pm[0], pm[1], 1, 1, 1, 2})
+	}
+	cases = append(cases, tc{"zb-h1", 4, 8, 1, 2, 2, 2})
 	for _, c := range cases {
 		name := fmt.Sprintf("%s/p%d_m%d_v%d_dp%d_tp%d", c.sched, c.p, c.m, c.v, c.dp, c.tp)
 		t.Run(name, func(t *testing.T) {
 			needSchedule(t, c.sched)
-			for _, costs := range [][2]float64{{1, 2}, {1.5, 1.5}, {0.3, 0.7}} {
+			costs := [][2]float64{{1, 2}, {1.5, 1.5}, {0.3, 0.7}}
+			want := float64(c.p-1) / float64(c.v*c.m+c.p-1)
+			if c.sched == schedule.ZBH1Name {
+				costs = costs[:1]
+				want = float64(c.p-1) / float64(3*c.m+c.p-1)
+			}
+			for _, costs := range costs {
 				tr := mustRun(t, Config{Schedule: c.sched, Stages: c.p, MicroBatches: c.m, Virtual: c.v,
 					DP: c.dp, TP: c.tp, Steps: c.steps, FwdMs: costs[0], BwdMs: costs[1], OptMs: 0.25})
-				want := float64(c.p-1) / float64(c.v*c.m+c.p-1)
 				for step := 0; step < c.steps; step++ {
 					for pipe := 0; pipe < c.dp; pipe++ {
 						got := measuredBubble(tr, int64(step), int32(pipe), c.p)
@@ -54,6 +64,39 @@ func TestBubbleMatchesTheory(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBubbleMatchesReplay compares the simulator's measured bubble with the
+// schedule package's own replay (an independent executor) for costs and
+// shapes without a closed form: ragged m, unequal F, B, W.
+func TestBubbleMatchesReplay(t *testing.T) {
+	for _, sched := range schedule.Names {
+		for _, pmv := range [][3]int{{2, 3, 2}, {3, 5, 2}, {4, 6, 2}, {4, 10, 3}, {5, 7, 2}, {3, 2, 2}} {
+			for _, fbw := range [][3]float64{{1, 2, 0.5}, {0.7, 1.1, 0.9}, {2, 1, 0.25}} {
+				p, m, v := pmv[0], pmv[1], pmv[2]
+				if sched != schedule.InterleavedName {
+					v = 1
+				}
+				name := fmt.Sprintf("%s/p%d_m%d_v%d_F%v_B%v_W%v", sched, p, m, v, fbw[0], fbw[1], fbw[2])
+				t.Run(name, func(t *testing.T) {
+					needSchedule(t, sched)
+					s, err := schedule.New(sched, p, m, v)
+					if err != nil {
+						t.Skipf("schedule: %v", err)
+					}
+					want := s.ReplayBubble(fbw[0], fbw[1], fbw[2])
+					tr := mustRun(t, Config{Schedule: sched, Stages: p, MicroBatches: m, Virtual: v, DP: 2,
+						FwdMs: fbw[0], BwdMs: fbw[1], WgradMs: fbw[2]})
+					for pipe := int32(0); pipe < 2; pipe++ {
+						// Durations are whole ns: allow their rounding.
+						if got := measuredBubble(tr, 0, pipe, p); math.Abs(got-want) > 1e-6 {
+							t.Errorf("pipeline %d: bubble %.9f, replay says %.9f", pipe, got, want)
+						}
+					}
+				})
+			}
+		}
 	}
 }
 
