@@ -37,6 +37,8 @@ type costModel struct {
 	flopsPerN float64 // FLOPs per nominal ns, 0 if PeakFlops is unknown
 }
 
+// newCostModel precomputes the costs of the defaulted c on schedule s and
+// makes every random draw.
 func newCostModel(c Config, s *schedule.Schedule) *costModel {
 	v := float64(c.Virtual)
 	cm := &costModel{

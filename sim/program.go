@@ -44,6 +44,7 @@ type faultIndex struct {
 	optSkip map[[2]int]bool    // (rank, step) -> records OPT_SKIP
 }
 
+// indexFaults sorts fs by where they strike.
 func indexFaults(fs []Fault) faultIndex {
 	ix := faultIndex{inStep: map[[2]int][]Fault{}, exit: map[int]int{}, optSkip: map[[2]int]bool{}}
 	for _, f := range fs {
