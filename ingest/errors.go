@@ -25,6 +25,7 @@ type FileError struct {
 	Err  error
 }
 
+// Error returns "PATH: reason".
 func (e *FileError) Error() string { return e.Path + ": " + e.Err.Error() }
 
 // Unwrap returns the underlying error.
@@ -39,6 +40,8 @@ type ParseError struct {
 	Err    error
 }
 
+// Error returns `line N, column "C": reason`, or `line N: reason` when no
+// one column is at fault.
 func (e *ParseError) Error() string {
 	if e.Column != "" {
 		return fmt.Sprintf("line %d, column %q: %v", e.Line, e.Column, e.Err)
@@ -58,6 +61,7 @@ type RankConflictError struct {
 	PathA, PathB string // the two files, in the order Open read them
 }
 
+// Error names the rank and both files.
 func (e *RankConflictError) Error() string {
 	return fmt.Sprintf("rank %d is in two files: %s and %s (one job's files must hold disjoint ranks)", e.Rank, e.PathA, e.PathB)
 }

@@ -35,14 +35,16 @@ type Result struct {
 // Each path is a file, a directory or a filepath.Glob pattern (tried as a
 // pattern only when no file of that name exists). A directory stands for
 // the regular files directly inside it, in name order: subdirectories are
-// not entered and hidden files (names starting with '.') are skipped. Files
-// found through a directory or a pattern whose content is not a trace, or
-// that are empty, are skipped with a warning, but a directory or pattern
-// that yields no trace file at all is an error, as is a pattern matching
-// nothing. Likewise an Arrow file found that way but cut off before the end
-// of its schema (a rank that died before writing anything) is skipped with
-// a warning. A file named directly must be a trace. The same file named
-// twice is read once.
+// not entered and hidden files (names starting with '.') are skipped.
+//
+// A file named directly must be a trace. Files found through a directory or
+// a pattern are skipped, with a warning, when they are empty, when their
+// content is not a trace, or when they are Arrow data cut off before the end
+// of its schema (a rank that died before writing anything); but a directory
+// or pattern that yields no trace file is an error, as is a pattern that
+// matches nothing. A Kineto file is an error wherever it is found: it is
+// not read yet, and skipping it would hide why. The same file named twice
+// is read once.
 //
 // Files are read in parallel; the result does not depend on it. Formats
 // are recognised by content (see Sniff), never by name. The files' events
