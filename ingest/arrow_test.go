@@ -360,3 +360,47 @@ func TestOpenSchemaCut(t *testing.T) {
 		t.Errorf("named directly: %v, want arrowv1.ErrNoSchema naming the file", err)
 	}
 }
+
+// TestOpenManyRanks opens 64 per-rank streams through a pattern, every
+// eighth one left unclosed: the merge is ordered by (rank, seq) and the
+// warnings come in file order, however the parallel reads finish.
+func TestOpenManyRanks(t *testing.T) {
+	const n = 64
+	dir := t.TempDir()
+	var wantWarn []string
+	for i := 0; i < n; i++ {
+		r := trace.Rank((i * 37) % n) // file i holds a scrambled rank
+		tr := fEvents(r, 10)
+		tr.Meta.WorldSize = n
+		name := fmt.Sprintf("rank-%05d.arrows", i)
+		if i%8 == 3 {
+			data, _ := streamBatches(t, tr, 4)
+			p := writeFile(t, dir, name, data)
+			wantWarn = append(wantWarn, p+": stream not closed: the writer did not finish; kept all 3 batches (10 events)")
+		} else {
+			writeFile(t, dir, name, arrowStream(t, tr, arrowv1.Options{}))
+		}
+	}
+	var warned []string
+	res, err := Open([]string{filepath.Join(dir, "rank-*.arrows")}, Options{Warn: func(w Warning) { warned = append(warned, w.String()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(warned, "\n") != strings.Join(wantWarn, "\n") {
+		t.Errorf("warnings\n%s\nwant\n%s", strings.Join(warned, "\n"), strings.Join(wantWarn, "\n"))
+	}
+	tr := res.Trace
+	if tr.Len() != n*10 || tr.Meta.WorldSize != n {
+		t.Fatalf("%d events, world size %d", tr.Len(), tr.Meta.WorldSize)
+	}
+	for i := 0; i < tr.Len(); i++ {
+		if want := (trace.Rank(i / 10)); tr.Rank[i] != want || tr.Seq[i] != int64(i%10) {
+			t.Fatalf("row %d: rank %d seq %d, want rank %d seq %d", i, tr.Rank[i], tr.Seq[i], want, i%10)
+		}
+	}
+	for i, f := range res.Files {
+		if want := fmt.Sprintf("rank-%05d.arrows", i); filepath.Base(f.Path) != want {
+			t.Fatalf("file %d is %s, want %s", i, f.Path, want)
+		}
+	}
+}
