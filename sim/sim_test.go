@@ -239,8 +239,9 @@ func TestMeta(t *testing.T) {
 	}
 }
 
-// TestScale: 64 stages x 256 micro-batches x 4 steps (about 400k rows) must
-// run in well under a few seconds.
+// TestScale: 64 stages x 256 micro-batches x 4 steps (about 400k rows) runs
+// in about 0.2 s on one core. The bound is loose so that a loaded CI machine
+// does not fail it; a quadratic algorithm would blow far past it.
 func TestScale(t *testing.T) {
 	start := time.Now()
 	tr := mustRun(t, Config{Schedule: "1f1b", Stages: 64, MicroBatches: 256, Steps: 4, Jitter: 0.1})
@@ -249,7 +250,16 @@ func TestScale(t *testing.T) {
 	if want := 4 * (256*(6*64-4) + 64); tr.Len() != want {
 		t.Fatalf("%d rows, want %d", tr.Len(), want)
 	}
-	if el > 3*time.Second && !raceEnabled {
+	if el > 20*time.Second && !raceEnabled {
 		t.Fatalf("took %v", el)
+	}
+}
+
+func BenchmarkRun64x256(b *testing.B) {
+	c := Config{Schedule: "1f1b", Stages: 64, MicroBatches: 256, Steps: 4, Jitter: 0.1}
+	for b.Loop() {
+		if _, err := Run(c); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
