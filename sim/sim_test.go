@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ppprof/ppprof/schedule"
 	"github.com/ppprof/ppprof/trace"
@@ -240,18 +239,12 @@ func TestMeta(t *testing.T) {
 }
 
 // TestScale: 64 stages x 256 micro-batches x 4 steps (about 400k rows) runs
-// in about 0.2 s on one core. The bound is loose so that a loaded CI machine
-// does not fail it; a quadratic algorithm would blow far past it.
+// to completion with the right row count. Its speed is measured by
+// BenchmarkRun64x256, not here: tests assert no timings.
 func TestScale(t *testing.T) {
-	start := time.Now()
 	tr := mustRun(t, Config{Schedule: "1f1b", Stages: 64, MicroBatches: 256, Steps: 4, Jitter: 0.1})
-	el := time.Since(start)
-	t.Logf("%d rows in %v", tr.Len(), el)
 	if want := 4 * (256*(6*64-4) + 64); tr.Len() != want {
 		t.Fatalf("%d rows, want %d", tr.Len(), want)
-	}
-	if el > 20*time.Second && !raceEnabled {
-		t.Fatalf("took %v", el)
 	}
 }
 
