@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/report"
+	"github.com/spf13/cobra"
+)
+
+type analyzeOptions struct {
+	paths  []string
+	format string
+	step   string
+	quiet  bool
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func newCmdAnalyze(stdout, stderr io.Writer) *cobra.Command {
+	opts := &analyzeOptions{stdout: stdout, stderr: stderr}
+	cmd := &cobra.Command{
+		Use:   "analyze PATH...",
+		Short: "Break pipeline utilisation into bubble and balance, per step and stage",
+		Long: `analyze reads a trace (files, directories, globs; many ranks merge) and
+prints the job shape, the step time, the pipeline utilisation as
+(1 - bubble) x balance, the measured bubble beside the schedule's theory,
+and per-stage and per-step tables. Definitions: README "The numbers".`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.paths = args
+			return analyzeRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, json or markdown")
+	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")
+	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	return cmd
+}
+
+func parseStep(s string) (int64, error) {
+	if s == "all" || s == "" {
+		return analyze.AllSteps, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("--step %q: want a step number or all", s)
+	}
+	return n, nil
+}
+
+func analyzeRun(opts *analyzeOptions) error {
+	format, err := report.ParseFormat(opts.format)
+	if err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	step, err := parseStep(opts.step)
+	if err != nil {
+		return err
+	}
+	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := analyze.Run(res.Trace, analyze.Options{Step: step})
+	if err != nil {
+		return fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
+	}
+	return report.Write(opts.stdout, rep, format)
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ppprof/ppprof/trace/arrowv1"
+	"github.com/spf13/cobra"
+)
+
+type convertOptions struct {
+	paths       []string
+	out         string
+	compression string
+	quiet       bool
+	stdout      io.Writer
+	stderr      io.Writer
+}
+
+func newCmdConvert(stdout, stderr io.Writer) *cobra.Command {
+	opts := &convertOptions{stdout: stdout, stderr: stderr}
+	cmd := &cobra.Command{
+		Use:   "convert PATH... -o trace.arrow",
+		Short: "Merge traces (CSV, JSONL, Arrow) into one Arrow file",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.paths = args
+			return convertRun(opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.out, "output", "o", "", "the Arrow file to write")
+	cmd.Flags().StringVar(&opts.compression, "compression", "", "record batch compression: none, lz4 or zstd")
+	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+func convertRun(opts *convertOptions) error {
+	comp, err := arrowv1.ParseCompression(opts.compression)
+	if err != nil {
+		return fmt.Errorf("--compression: %w", err)
+	}
+	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	if err != nil {
+		return err
+	}
+	return writeArrowFile(opts.out, res.Trace, arrowv1.Options{Compression: comp})
+}
