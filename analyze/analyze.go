@@ -28,11 +28,18 @@ const AllSteps int64 = -1
 type Report struct {
 	Job         Job
 	StepMs      float64 // median over analysed steps of the step time (first start to last end of every event of the step, OPT included)
+	StepMsWorst float64 // the longest analysed step
 	Utilization Utilization
 	Bubble      Bubble
 	Stages      []StageSummary
 	Steps       []StepWindow // one per (step, pipeline), in step then pipeline order
-	Findings    []Finding
+	Overhead    []Overhead   // step overhead outside the pipeline window (OPT, DATA...), stats.go
+	Memory      Memory       // memory.go
+	P2P         P2P          // p2p.go
+	Schedule    Conformance  // conformance.go
+	Imbalance   Imbalance    // imbalance.go
+	Stragglers  []Straggler  // stragglers.go
+	Findings    []Finding    // ranked: most costly first
 }
 
 // Job is the shape of the job as the trace describes it.
@@ -69,6 +76,9 @@ type Bubble struct {
 	Warmup      float64
 	Cooldown    float64
 	Steady      float64
+	SteadyP2P   float64         // the part of Steady spent in exposed P2P transfers (stats.go)
+	SteadyOther float64         // Steady - SteadyP2P: waiting on a peer's compute and the like
+	Gap         *GapAttribution // measured - theoretical, attributed; nil without theory (gap.go)
 }
 
 // StageSummary is one stage over every analysed window.
@@ -81,6 +91,16 @@ type StageSummary struct {
 	IdleMs               float64    // mean idle time per window (window - busy)
 	Bubble               float64    // idle / window, over all windows
 	PeakLiveMicroBatches int        // most micro-batches (x chunks) whose F ended and last B/W had not, on any rank of the stage
+
+	// Filled by stats.go: durations of one op per kind, and the stage's idle
+	// time per window split by where it falls (means over complete windows).
+	F, B, W                        Dist
+	WarmupMs, CooldownMs, SteadyMs float64 // WarmupMs + CooldownMs + SteadyMs = IdleMs
+	P2PWaitMs, OtherWaitMs         float64 // SteadyMs split: exposed P2P transfer vs other waits
+
+	// Filled by memory.go.
+	LiveBound           int   // the schedule's bound on live micro-batches for this stage; 0 if unknown
+	PeakActivationBytes int64 // peak bytes of live activations (from P2P shapes or mem_bytes); 0 if unknown
 }
 
 // StepWindow is one step of one pipeline replica.
@@ -101,36 +121,80 @@ func (w StepWindow) WindowMs() float64 { return float64(w.EndNs-w.StartNs) / 1e6
 
 // Finding is one observation worth a human's attention.
 type Finding struct {
-	Severity string // "info", "warning", "error"
-	Code     string // stable identifier, e.g. "incomplete_step"
-	Message  string
+	Severity string  // "info", "warning", "error"
+	Code     string  // stable identifier, one of the Code constants
+	Message  string  // one sentence with the number that matters
+	ImpactMs float64 // estimated step time the issue costs, ms per step; 0 when not a time cost
 }
 
 // Run analyses t. It never modifies t.
+//
+// The passes run in a fixed order, each reading the index and the parts of
+// the report earlier passes filled:
+//
+//  1. windows: group rows by (step, pipeline), measure each window;
+//  2. factors: utilisation, bubble and its idle split, compute and MFU;
+//  3. stages: per-stage busy/idle and duration statistics, step overhead;
+//  4. memory and P2P;
+//  5. schedule identification and conformance, then the theoretical bubble;
+//  6. imbalance, stragglers, and the attribution of the bubble gap;
+//  7. findings, ranked.
 func Run(t *trace.Trace, opt Options) (*Report, error) {
 	if t.Len() == 0 {
 		return nil, fmt.Errorf("trace has no events")
 	}
-	p := stageCount(t)
-	rep := &Report{Job: jobOf(t, p)}
-
-	// 1. Group rows by (step, pipeline) and find each window.
-	groups := groupWindows(t, opt)
-	if len(groups) == 0 {
+	ix := newIndex(t, opt)
+	if len(ix.windows) == 0 {
 		return nil, fmt.Errorf("no events for step %d", opt.Step)
 	}
-	// 2. Per window: busy per stage, idle split, factors.
+	rep := &Report{Job: jobOf(t, ix.p)}
+	rep.Job.Steps = countSteps(ix.windows)
+	measureFactors(ix, rep)
+	rep.StepMs, rep.StepMsWorst = stepTimes(t, ix.windows)
+	rep.Stages = stageSummaries(ix, rep)
+	analyzeStats(ix, rep)
+	analyzeMemory(ix, rep)
+	analyzeP2P(ix, rep)
+	analyzeConformance(ix, rep)
+	rep.Bubble.Theoretical = theoretical(ix, rep)
+	analyzeImbalance(ix, rep)
+	analyzeStragglers(ix, rep)
+	attributeGap(ix, rep)
+	rep.Findings = rankFindings(append(rep.Findings, collectFindings(ix, rep)...))
+	return rep, nil
+}
+
+// index is a trace grouped once for every pass.
+type index struct {
+	t        *trace.Trace
+	p        int       // stages
+	windows  []*window // (step, pipeline) groups in step, pipeline order
+	complete int       // windows whose events all ended
+}
+
+func newIndex(t *trace.Trace, opt Options) *index {
+	ix := &index{t: t, p: stageCount(t), windows: groupWindows(t, opt)}
+	for _, g := range ix.windows {
+		g.measured, g.idle = measureWindow(t, g, ix.p)
+		if g.measured.Complete && g.measured.EndNs > g.measured.StartNs {
+			ix.complete++
+		}
+	}
+	return ix
+}
+
+// measureFactors fills Steps, Utilization and the measured Bubble from the
+// windows (step 2 of Run).
+func measureFactors(ix *index, rep *Report) {
+	p := float64(ix.p)
 	var sumBusy, sumMax, sumT, sumMean float64
 	var warm, cool, steady float64
-	complete := 0
-	stageBusy := make([]float64, p)
-	stageWin := make([]float64, p)
-	for _, g := range groups {
-		w, parts := measureWindow(t, g, p)
+	for _, g := range ix.windows {
+		w := g.measured
 		rep.Steps = append(rep.Steps, w)
 		if !w.Complete {
-			rep.Findings = append(rep.Findings, Finding{"warning", "incomplete_step",
-				fmt.Sprintf("step %d, pipeline %d: some events never ended (a hung or killed job); left out of the factors", w.Step, w.Pipeline)})
+			rep.Findings = append(rep.Findings, Finding{Severity: "warning", Code: CodeIncompleteStep,
+				Message: fmt.Sprintf("step %d, pipeline %d: some events never ended (a hung or killed job); left out of the factors", w.Step, w.Pipeline)})
 			continue
 		}
 		T := float64(w.EndNs - w.StartNs)
@@ -138,39 +202,31 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 			continue
 		}
 		var max, sum float64
-		for i, b := range w.BusyNs {
-			fb := float64(b)
-			sum += fb
-			max = math.Max(max, fb)
-			stageBusy[i] += fb
-			stageWin[i] += T
+		for _, b := range w.BusyNs {
+			sum += float64(b)
+			max = math.Max(max, float64(b))
 		}
 		sumBusy += sum
 		sumMax += max
-		sumMean += sum / float64(p)
+		sumMean += sum / p
 		sumT += T
-		complete++
-		warm += parts.warmup
-		cool += parts.cooldown
-		steady += parts.steady
+		warm += g.idle.warmup
+		cool += g.idle.cooldown
+		steady += g.idle.steady
 	}
-	if sumT > 0 {
-		u := &rep.Utilization
-		u.Pipeline = sumBusy / (float64(p) * sumT)
-		u.Bubble = 1 - sumMax/sumT
-		if sumMax > 0 {
-			u.Balance = sumMean / sumMax
-		}
-		rep.Bubble.Measured = u.Bubble
-		total := float64(p) * sumT
-		rep.Bubble.Warmup, rep.Bubble.Cooldown, rep.Bubble.Steady = warm/total, cool/total, steady/total
-		computeFactors(t, rep, sumBusy)
+	if sumT <= 0 {
+		return
 	}
-	rep.Bubble.Theoretical = theoretical(t.Meta)
-	rep.StepMs = medianStepMs(t, groups)
-	rep.Job.Steps = countSteps(groups)
-	rep.Stages = stageSummaries(t, p, stageBusy, stageWin, complete, groups)
-	return rep, nil
+	u := &rep.Utilization
+	u.Pipeline = sumBusy / (p * sumT)
+	u.Bubble = 1 - sumMax/sumT
+	if sumMax > 0 {
+		u.Balance = sumMean / sumMax
+	}
+	rep.Bubble.Measured = u.Bubble
+	total := p * sumT
+	rep.Bubble.Warmup, rep.Bubble.Cooldown, rep.Bubble.Steady = warm/total, cool/total, steady/total
+	computeFactors(ix.t, rep, sumBusy)
 }
 
 func jobOf(t *trace.Trace, p int) Job {
@@ -212,11 +268,17 @@ func countMicroBatches(t *trace.Trace) int {
 	return len(seen)
 }
 
-func theoretical(m trace.Meta) *float64 {
-	if m.Schedule == "" || m.PP == 0 || m.MicroBatches == 0 {
+// theoretical is the bubble of the identified schedule (or, failing that,
+// the one the metadata names) with uniform stages and free communication.
+func theoretical(ix *index, rep *Report) *float64 {
+	name := rep.Schedule.Identified
+	if name == "" {
+		name = rep.Job.Schedule
+	}
+	if name == "" || rep.Job.PP == 0 || rep.Job.MicroBatches == 0 {
 		return nil
 	}
-	s, err := schedule.New(m.Schedule, m.PP, m.MicroBatches, max(m.Virtual, 1))
+	s, err := schedule.New(name, rep.Job.PP, rep.Job.MicroBatches, max(rep.Job.Virtual, 1))
 	if err != nil {
 		return nil
 	}
@@ -228,7 +290,9 @@ func theoretical(m trace.Meta) *float64 {
 type window struct {
 	step     int64
 	pipeline int32
-	rows     []int
+	rows     []int // row indices, in trace order (rank, seq)
+	measured StepWindow
+	idle     idleParts
 }
 
 func groupWindows(t *trace.Trace, opt Options) []*window {
@@ -337,9 +401,9 @@ func measureWindow(t *trace.Trace, g *window, p int) (StepWindow, idleParts) {
 	return w, parts
 }
 
-// medianStepMs is the median over steps of the time from the step's first
-// start to its last end, every kind and pipeline included.
-func medianStepMs(t *trace.Trace, groups []*window) float64 {
+// stepTimes returns the median and the worst over steps of the time from the
+// step's first start to its last end, every kind and pipeline included.
+func stepTimes(t *trace.Trace, groups []*window) (medianMs, worstMs float64) {
 	type span struct{ s, e int64 }
 	bySteps := map[int64]*span{}
 	var order []int64
@@ -366,7 +430,10 @@ func medianStepMs(t *trace.Trace, groups []*window) float64 {
 			ms = append(ms, float64(sp.e-sp.s)/1e6)
 		}
 	}
-	return median(ms)
+	for _, x := range ms {
+		worstMs = math.Max(worstMs, x)
+	}
+	return median(ms), worstMs
 }
 
 func median(xs []float64) float64 {

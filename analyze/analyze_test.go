@@ -109,7 +109,7 @@ func TestIncompleteStep(t *testing.T) {
 	if !near(rep.Bubble.Measured, 0.5) {
 		t.Errorf("bubble %v, want 0.5 from step 0 alone", rep.Bubble.Measured)
 	}
-	if len(rep.Findings) != 1 || rep.Findings[0].Code != "incomplete_step" {
+	if len(rep.Findings) != 1 || rep.Findings[0].Code != CodeIncompleteStep {
 		t.Errorf("findings %+v", rep.Findings)
 	}
 	one, err := Run(tr, Options{Step: 0})

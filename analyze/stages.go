@@ -37,9 +37,20 @@ func computeFactors(t *trace.Trace, rep *Report, sumBusyNs float64) {
 }
 
 // stageSummaries aggregates per stage over the analysed windows.
-func stageSummaries(t *trace.Trace, p int, busy, win []float64, windows int, groups []*window) []StageSummary {
+func stageSummaries(ix *index, _ *Report) []StageSummary {
+	t, p, groups, windows := ix.t, ix.p, ix.windows, ix.complete
+	busy, win := make([]float64, p), make([]float64, p)
+	for _, g := range groups {
+		w := g.measured
+		if !w.Complete || w.EndNs <= w.StartNs {
+			continue
+		}
+		for st, b := range w.BusyNs {
+			busy[st] += float64(b)
+			win[st] += float64(w.EndNs - w.StartNs)
+		}
+	}
 	out := make([]StageSummary, p)
-	n := make([]int, p)
 	var fSum, bSum = make([]float64, p), make([]float64, p)
 	var fN, bN = make([]int, p), make([]int, p)
 	lowest := make([]trace.Rank, p)
@@ -47,13 +58,11 @@ func stageSummaries(t *trace.Trace, p int, busy, win []float64, windows int, gro
 		lowest[i] = -1
 	}
 	for _, g := range groups {
-		seen := map[trace.Stage]bool{}
 		for _, i := range g.rows {
 			st := t.Stage[i]
 			if lowest[st] < 0 || t.Rank[i] < lowest[st] {
 				lowest[st] = t.Rank[i]
 			}
-			seen[st] = true
 			if t.EndNs[i] == trace.NoTime || t.StartNs[i] == trace.NoTime {
 				continue
 			}
@@ -66,9 +75,6 @@ func stageSummaries(t *trace.Trace, p int, busy, win []float64, windows int, gro
 				bSum[st] += d
 				bN[st]++
 			}
-		}
-		for st := range seen {
-			n[st]++
 		}
 	}
 	live := peakLive(t, groups, p)

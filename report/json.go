@@ -71,9 +71,10 @@ type jsonStep struct {
 }
 
 type jsonFinding struct {
-	Severity string `json:"severity"`
-	Code     string `json:"code"`
-	Message  string `json:"message"`
+	Severity string  `json:"severity"`
+	Code     string  `json:"code"`
+	Message  string  `json:"message"`
+	ImpactMs float64 `json:"impact_ms"`
 }
 
 func writeJSON(w io.Writer, rep *analyze.Report) error {
@@ -101,7 +102,7 @@ func writeJSON(w io.Writer, rep *analyze.Report) error {
 			Complete: s.Complete, Bubble: finite(s.Bubble), Balance: finite(s.Balance), UPipeline: finite(s.UPipeline)})
 	}
 	for _, f := range rep.Findings {
-		out.Findings = append(out.Findings, jsonFinding(f))
+		out.Findings = append(out.Findings, jsonFinding{Severity: f.Severity, Code: f.Code, Message: f.Message, ImpactMs: finite(f.ImpactMs)})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
