@@ -14,6 +14,7 @@ type analyzeOptions struct {
 	paths  []string
 	format string
 	step   string
+	failOn []string
 	quiet  bool
 	stdout io.Writer
 	stderr io.Writer
@@ -36,6 +37,7 @@ and per-stage and per-step tables. Definitions: README "The numbers".`,
 	}
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, json or markdown")
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")
+	cmd.Flags().StringArrayVar(&opts.failOn, "fail-on", nil, "exit 3 when a threshold is crossed, e.g. 'bubble>0.3', 'balance<0.9', 'mfu<0.4', 'step_ms>1200' (repeatable)")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
 	return cmd
 }
@@ -60,6 +62,10 @@ func analyzeRun(opts *analyzeOptions) error {
 	if err != nil {
 		return err
 	}
+	gates, err := parseGates(opts.failOn)
+	if err != nil {
+		return err
+	}
 	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
 	if err != nil {
 		return err
@@ -68,5 +74,15 @@ func analyzeRun(opts *analyzeOptions) error {
 	if err != nil {
 		return fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}
-	return report.Write(opts.stdout, rep, format)
+	if err := report.Write(opts.stdout, rep, format); err != nil {
+		return err
+	}
+	if len(gates) == 0 {
+		return nil
+	}
+	vals, _, err := analysisValues(rep)
+	if err != nil {
+		return err
+	}
+	return checkGates(gates, vals, opts.stderr)
 }

@@ -63,6 +63,7 @@ file or stream (as the collector writes), CSV, JSONL, optionally gzipped.`,
 		newCmdSimulate(stdout, stderr),
 		newCmdConvert(stdout, stderr),
 		newCmdAnalyze(stdout, stderr),
+		newCmdDiff(stdout, stderr),
 	)
 	return root
 }
