@@ -20,6 +20,7 @@ type limitAllocator struct {
 // errAllocLimit is the panic value of an allocation over the limit.
 type errAllocLimit struct{ want, live, limit int64 }
 
+// Error describes the refused allocation.
 func (e errAllocLimit) Error() string {
 	return fmt.Sprintf("allocating %d bytes with %d in use would pass the %d-byte limit for this input (corrupt length?)", e.want, e.live, e.limit)
 }
@@ -29,6 +30,7 @@ func (e errAllocLimit) Error() string {
 // at a time) and small enough that a corrupt length cannot exhaust memory.
 func readLimit(n int) int64 { return 64<<20 + 64*int64(n) }
 
+// grow accounts for size more bytes, panicking past the limit.
 func (a *limitAllocator) grow(size int64) {
 	if size < 0 || size > a.limit-a.live {
 		panic(errAllocLimit{want: size, live: a.live, limit: a.limit})
@@ -36,11 +38,13 @@ func (a *limitAllocator) grow(size int64) {
 	a.live += size
 }
 
+// Allocate allocates size bytes, or panics past the limit.
 func (a *limitAllocator) Allocate(size int) []byte {
 	a.grow(int64(size))
 	return a.mem.Allocate(size)
 }
 
+// Reallocate resizes b to size bytes, or panics past the limit.
 func (a *limitAllocator) Reallocate(size int, b []byte) []byte {
 	if size > len(b) {
 		a.grow(int64(size - len(b)))
@@ -50,6 +54,7 @@ func (a *limitAllocator) Reallocate(size int, b []byte) []byte {
 	return a.mem.Reallocate(size, b)
 }
 
+// Free releases b.
 func (a *limitAllocator) Free(b []byte) {
 	a.live -= int64(len(b))
 	a.mem.Free(b)

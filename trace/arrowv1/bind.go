@@ -16,6 +16,8 @@ type ColumnError struct {
 	Got    string // the type found, "" when the column is missing
 }
 
+// Error says `column "step": type int32, want int64`, or
+// `column "stage": missing, want int32`.
 func (e *ColumnError) Error() string {
 	if e.Got == "" {
 		return fmt.Sprintf("column %q: missing, want %s", e.Column, e.Want)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand"
 	"testing"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -206,3 +207,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += n
 	return n, err
 }
+
+func newRand(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
+
+func unsafeStringData(s string) *byte { return unsafe.StringData(s) }

@@ -5,11 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"sync/atomic"
-	"unsafe"
+	"slices"
 
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/ppprof/ppprof/trace"
@@ -164,57 +161,17 @@ func fileFrames(data []byte) (frames []frame, ok bool) {
 	if !add(footer.dicts, headerDictionaryBatch) || !add(footer.records, headerRecordBatch) {
 		return nil, false
 	}
+	// Blocks must not overlap (nor repeat): a footer listing one large
+	// message many times would make a small file decode for a long time.
+	spans := make([][2]int, len(frames))
+	for i, fr := range frames {
+		spans[i] = [2]int{fr.start, fr.end}
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	for i := 1; i < len(spans); i++ {
+		if spans[i][0] < spans[i-1][1] {
+			return nil, false
+		}
+	}
 	return frames, true
-}
-
-// frameReader hands verified frames to arrow-go as ipc.Messages. It
-// implements ipc.MessageReader: each message is valid until the next call.
-type frameReader struct {
-	frames []frame
-	next   int
-	mem    memory.Allocator
-	cur    *ipc.Message
-	refs   atomic.Int64
-}
-
-// Message returns the next frame as a message, or io.EOF after the last.
-func (r *frameReader) Message() (*ipc.Message, error) {
-	r.releaseCur()
-	if r.next == len(r.frames) {
-		return nil, io.EOF
-	}
-	fr := r.frames[r.next]
-	r.next++
-	meta := memory.NewBufferBytes(fr.meta)
-	var body *memory.Buffer
-	if len(fr.body) > 0 && uintptr(unsafe.Pointer(&fr.body[0]))%8 != 0 {
-		// Arrow buffers are read in place as []int64 and the like; copy a
-		// body that does not start 8-byte aligned.
-		body = memory.NewResizableBuffer(r.mem)
-		body.Resize(len(fr.body))
-		copy(body.Bytes(), fr.body)
-	} else {
-		body = memory.NewBufferBytes(fr.body)
-	}
-	r.cur = ipc.NewMessage(meta, body)
-	meta.Release()
-	body.Release()
-	return r.cur, nil
-}
-
-func (r *frameReader) releaseCur() {
-	if r.cur != nil {
-		r.cur.Release()
-		r.cur = nil
-	}
-}
-
-// Retain adds a reference.
-func (r *frameReader) Retain() { r.refs.Add(1) }
-
-// Release drops a reference, freeing the current message with the last.
-func (r *frameReader) Release() {
-	if r.refs.Add(-1) <= 0 {
-		r.releaseCur()
-	}
 }

@@ -121,8 +121,10 @@ type payloadWriter struct {
 // eos is the end-of-stream marker: a continuation token and a zero length.
 var eos = [8]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
 
+// Start does nothing: a stream has no header before its schema.
 func (p *payloadWriter) Start() error { return nil }
 
+// WritePayload writes one message (metadata and body) to w.
 func (p *payloadWriter) WritePayload(pl ipc.Payload) error {
 	if p.skip > 0 {
 		p.skip--
@@ -132,6 +134,7 @@ func (p *payloadWriter) WritePayload(pl ipc.Payload) error {
 	return err
 }
 
+// Close writes the end-of-stream marker.
 func (p *payloadWriter) Close() error {
 	_, err := p.w.Write(eos[:])
 	return err
