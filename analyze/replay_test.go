@@ -1,0 +1,289 @@
+package analyze
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
+)
+
+// op is one row of a hand-made trace: rank (= stage), kind, micro-batch,
+// peer (-1 none), issue, start, end in ns.
+type handOp struct {
+	rank        trace.Rank
+	kind        trace.Kind
+	mb          trace.MicroBatch
+	peer        trace.Rank
+	issue, s, e int64
+}
+
+// handTrace builds a one-step, one-pipeline trace where rank = stage, rows
+// in the order given (seq per rank in that order).
+func handTrace(ops []handOp) *trace.Trace {
+	tr := &trace.Trace{Meta: trace.Meta{Schema: 1}}
+	seq := map[trace.Rank]int64{}
+	for _, o := range ops {
+		tr.Append(trace.Event{Rank: o.rank, Stage: trace.Stage(o.rank), Kind: o.kind, MicroBatch: o.mb,
+			Seq: seq[o.rank], IssueNs: o.issue, StartNs: o.s, EndNs: o.e, Peer: o.peer})
+		seq[o.rank]++
+	}
+	tr.SortByRankSeq()
+	return tr
+}
+
+// gpipe2P2P is a 2-stage GPipe step of 2 micro-batches with F 10, B 20 and
+// transfers of 2 ns, timed by hand under the replay rules:
+//
+//	rank 0: F0 0-10, SEND_F0 post 10, F1 10-20, SEND_F1 post 20,
+//	        RECV_B0 post 20 (send posted 54) 54-56, B0 56-76,
+//	        RECV_B1 post 76 (send posted 74) 76-78, B1 78-98
+//	rank 1: RECV_F0 post 0 (send posted 10) 10-12, F0 12-22,
+//	        RECV_F1 post 22 (send posted 20) 22-24, F1 24-34, B0 34-54,
+//	        SEND_B0 post 54, B1 54-74, SEND_B1 post 74
+//
+// Window 0-98, busy 60 on each stage.
+func gpipe2P2P() *trace.Trace {
+	return handTrace([]handOp{
+		{0, trace.F, 0, -1, 0, 0, 10},
+		{0, trace.SendF, 0, 1, 10, 10, 12},
+		{0, trace.F, 1, -1, 10, 10, 20},
+		{0, trace.SendF, 1, 1, 20, 22, 24},
+		{0, trace.RecvB, 0, 1, 20, 54, 56},
+		{0, trace.B, 0, -1, 56, 56, 76},
+		{0, trace.RecvB, 1, 1, 76, 76, 78},
+		{0, trace.B, 1, -1, 78, 78, 98},
+		{1, trace.RecvF, 0, 0, 0, 10, 12},
+		{1, trace.F, 0, -1, 12, 12, 22},
+		{1, trace.RecvF, 1, 0, 22, 22, 24},
+		{1, trace.F, 1, -1, 24, 24, 34},
+		{1, trace.B, 0, -1, 34, 34, 54},
+		{1, trace.SendB, 0, 0, 54, 54, 56},
+		{1, trace.B, 1, -1, 54, 54, 74},
+		{1, trace.SendB, 1, 0, 74, 76, 78},
+	})
+}
+
+func onlyReplay(t *testing.T, tr *trace.Trace) *replay {
+	t.Helper()
+	ix := newIndex(tr, Options{Step: AllSteps})
+	if len(ix.windows) != 1 {
+		t.Fatalf("%d windows", len(ix.windows))
+	}
+	r, err := newReplay(tr, ix.windows[0], ix.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestReplayHand replays the hand-timed trace unchanged, then with F1 of
+// stage 1 cut from 10 to 4 and free transfers, timed by hand:
+//
+//	rank 0: F0 0-10, F1 10-20, RECV_B0 44-44, B0 44-64, RECV_B1 64-64, B1 64-84
+//	rank 1: RECV_F0 10-10, F0 10-20, RECV_F1 20-20, F1 20-24, B0 24-44,
+//	        SEND_B0 at 44, B1 44-64, SEND_B1 at 64
+//
+// Window 0-84; busy 60 on stage 0, 10+4+20+20 = 54 on stage 1.
+func TestReplayHand(t *testing.T) {
+	tr := gpipe2P2P()
+	r := onlyReplay(t, tr)
+	res := r.run(r.measuredDur())
+	for i := range r.numOps() {
+		row := r.row(i)
+		if res.OpStartNs[i] != tr.StartNs[row] || res.OpEndNs[i] != tr.EndNs[row] {
+			t.Errorf("unchanged: rank %d %s%d replayed %d-%d, trace %d-%d", tr.Rank[row], tr.Kind[row], tr.MicroBatch[row],
+				res.OpStartNs[i], res.OpEndNs[i], tr.StartNs[row], tr.EndNs[row])
+		}
+	}
+	if res.StartNs != 0 || res.EndNs != 98 || res.BusyNs[0] != 60 || res.BusyNs[1] != 60 {
+		t.Errorf("unchanged: window %d-%d busy %v, want 0-98 [60 60]", res.StartNs, res.EndNs, res.BusyNs)
+	}
+
+	dur := r.measuredDur()
+	for i := range r.numOps() {
+		row := r.row(i)
+		switch {
+		case tr.Kind[row].IsRecv():
+			dur[i] = 0
+		case tr.Rank[row] == 1 && tr.Kind[row] == trace.F && tr.MicroBatch[row] == 1:
+			dur[i] = 4
+		}
+	}
+	res = r.run(dur)
+	if res.StartNs != 0 || res.EndNs != 84 || res.BusyNs[0] != 60 || res.BusyNs[1] != 54 {
+		t.Errorf("changed: window %d-%d busy %v, want 0-84 [60 54]", res.StartNs, res.EndNs, res.BusyNs)
+	}
+	want := map[string][2]int64{"0B0": {44, 64}, "0B1": {64, 84}, "1F1": {20, 24}, "1SEND_B1": {64, 64}, "0RECV_B0": {44, 44}}
+	for i := range r.numOps() {
+		row := r.row(i)
+		k := fmt.Sprintf("%d%s%d", tr.Rank[row], tr.Kind[row], tr.MicroBatch[row])
+		if w, ok := want[k]; ok && (res.OpStartNs[i] != w[0] || res.OpEndNs[i] != w[1]) {
+			t.Errorf("changed: %s at %d-%d, want %d-%d", k, res.OpStartNs[i], res.OpEndNs[i], w[0], w[1])
+		}
+	}
+}
+
+// TestReplayReproducesSim: on simulated traces with jitter, P2P latency and
+// bandwidth, stragglers, a slow stage, variable sequence lengths, DP and TP,
+// and each schedule, replaying a window with its measured durations gives
+// back every row's start and end (OPT aside: its barrier spans pipelines and
+// steps, see replay), the window and busy time exactly.
+func TestReplayReproducesSim(t *testing.T) {
+	for _, sched := range []string{"gpipe", "1f1b", "interleaved", "zb-h1"} {
+		for _, layout := range [][2]int{{1, 1}, {2, 2}} {
+			c := sim.Config{Schedule: sched, Stages: 4, MicroBatches: 8, Steps: 2, DP: layout[0], TP: layout[1],
+				Jitter: 0.2, Seed: 7, P2PLatencyUs: 30, P2PGbps: 50, OptMs: 0.5, EmbedMs: 0.3, LossMs: 0.4,
+				SlowStage: 2, SlowFactor: 1.3, VarSeqLen: true,
+				Stragglers: []sim.Straggler{{Step: 1, MicroBatch: 3, Stage: 1, Factor: 4}}}
+			tr, err := sim.Run(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ix := newIndex(tr, Options{Step: AllSteps})
+			if len(ix.windows) != 2*layout[0] {
+				t.Fatalf("%s: %d windows", sched, len(ix.windows))
+			}
+			for _, w := range ix.windows {
+				r, err := newReplay(tr, w, ix.p)
+				if err != nil {
+					t.Fatalf("%s %v: %v", sched, layout, err)
+				}
+				res := r.run(r.measuredDur())
+				bad := 0
+				for i := range r.numOps() {
+					row := r.row(i)
+					if tr.Kind[row] == trace.Opt {
+						continue // the optimizer barrier spans pipelines: not replayed
+					}
+					if res.OpStartNs[i] != tr.StartNs[row] || res.OpEndNs[i] != tr.EndNs[row] {
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Errorf("%s %v step %d pipe %d: %d of %d rows re-timed differently", sched, layout, w.step, w.pipeline, bad, r.numOps())
+				}
+				m := w.measured
+				if res.StartNs != m.StartNs || res.EndNs != m.EndNs {
+					t.Errorf("%s %v step %d pipe %d: window %d-%d, measured %d-%d", sched, layout, w.step, w.pipeline, res.StartNs, res.EndNs, m.StartNs, m.EndNs)
+				}
+				for st := range m.BusyNs {
+					if res.BusyNs[st] != m.BusyNs[st] {
+						t.Errorf("%s %v stage %d: busy %d, measured %d", sched, layout, st, res.BusyNs[st], m.BusyNs[st])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestReplayMonotone: lengthening one compute op never makes any op end
+// earlier, and lengthening an op on the critical path of a 1-stage trace
+// lengthens the window by exactly the added time.
+func TestReplayMonotone(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 6, Jitter: 0.1, Seed: 3, P2PLatencyUs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := onlyReplay(t, tr)
+	base := r.run(r.measuredDur())
+	baseEnd := append([]int64(nil), base.OpEndNs...)
+	for i := range r.numOps() {
+		if !tr.Kind[r.row(i)].IsCompute() {
+			continue
+		}
+		d := r.measuredDur()
+		d[i] += 1e6
+		res := r.run(d)
+		for j := range r.numOps() {
+			if res.OpEndNs[j] < baseEnd[j] {
+				t.Fatalf("op %d +1 ms made op %d end earlier", i, j)
+			}
+		}
+	}
+	one, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 1, MicroBatches: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = onlyReplay(t, one)
+	d := r.measuredDur()
+	d[0] += 5
+	// Stage 0 alone: F 1 ms, B 2 ms, 3 micro-batches, window 9 ms; +5 ns.
+	if got := r.run(d).WindowNs(); got != 9*ms+5 {
+		t.Errorf("single stage window %d, want %d", got, 9*ms+5)
+	}
+}
+
+// TestReplayRejects: windows the replay cannot re-time are errors, not
+// panics.
+func TestReplayRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		ops  []handOp
+		want string
+	}{
+		{"unmatched send", []handOp{
+			{0, trace.F, 0, -1, 0, 0, 10},
+			{0, trace.SendF, 0, 1, 10, 10, 12},
+			{1, trace.F, 0, -1, 12, 12, 22},
+		}, "which receives 0"},
+		{"peer absent", []handOp{
+			{0, trace.SendF, 0, 5, 0, 0, 1},
+		}, "no rows in the window"},
+		{"orphan recv", []handOp{
+			{0, trace.F, 0, -1, 0, 0, 1},
+			{1, trace.RecvF, 0, 0, 0, 0, 1},
+		}, "sends nothing"},
+		{"deadlock", []handOp{
+			{0, trace.RecvB, 0, 1, 0, 0, 1},
+			{0, trace.SendF, 0, 1, 1, 1, 2},
+			{1, trace.RecvF, 0, 0, 0, 1, 2},
+			{1, trace.SendB, 0, 0, 2, 0, 1},
+		}, "deadlock"},
+		{"pending", []handOp{
+			{0, trace.F, 0, -1, 0, 0, trace.NoTime},
+		}, "never ended"},
+	}
+	for _, c := range cases {
+		tr := handTrace(c.ops)
+		ix := newIndex(tr, Options{Step: AllSteps})
+		_, err := newReplay(tr, ix.windows[0], ix.p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestReplayUnsortedRows: rows out of (rank, seq) order in the trace are
+// put back in order for the replay.
+func TestReplayUnsortedRows(t *testing.T) {
+	tr := gpipe2P2P()
+	rev := &trace.Trace{Meta: tr.Meta}
+	for i := tr.Len() - 1; i >= 0; i-- {
+		rev.Append(tr.At(i))
+	}
+	r := onlyReplay(t, rev)
+	if res := r.run(r.measuredDur()); res.EndNs != 98 || res.BusyNs[0] != 60 {
+		t.Errorf("window end %d busy %v, want 98 [60 60]", res.EndNs, res.BusyNs)
+	}
+}
+
+// BenchmarkReplay times one run of a 8-stage, 64-micro-batch 1F1B window
+// with TP 2 (about 4k rows).
+func BenchmarkReplay(b *testing.B) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 8, MicroBatches: 64, TP: 2, Jitter: 0.1, P2PLatencyUs: 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ix := newIndex(tr, Options{Step: AllSteps})
+	r, err := newReplay(tr, ix.windows[0], ix.p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := r.measuredDur()
+	b.ResetTimer()
+	for range b.N {
+		r.run(d)
+	}
+}
