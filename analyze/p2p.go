@@ -1,22 +1,438 @@
 package analyze
 
-// P2P summarises point-to-point traffic.
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// CodeP2PBytesMismatch is the finding code for a boundary whose measured
+// bytes per step differ from the model (m x chunks x TP x V from shapes and
+// dtypes) by more than 1%: missing or extra transfers, or a bytes column
+// that disagrees with the shapes (compression, padding).
+const CodeP2PBytesMismatch = "P2P_BYTES_MISMATCH"
+
+// P2P summarises point-to-point traffic over the complete (step, pipeline)
+// windows. Per-step numbers are per pipeline replica: sums over complete
+// windows divided by their number.
 type P2P struct {
-	BytesPerStep      float64    // bytes sent over all boundaries per step (per pipeline replica)
-	ModelBytesPerStep float64    // the model m x (V_F + V_B) per boundary, summed; 0 when shapes are unknown
-	ExposedMs         float64    // mean per window of P2P transfer time not overlapped with compute, summed over stages
-	Boundaries        []Boundary // one per (from stage, to stage, direction)
+	BytesPerStep      float64    // bytes sent over all boundaries per step per pipeline replica (sum of SEND bytes)
+	ModelBytesPerStep float64    // sum of the boundaries' models; 0 when some boundary's model is unknown
+	ExposedMs         float64    // mean per window of exposed P2P wait summed over stages: the sum of StageSummary.P2PWaitMs (steady gaps only)
+	Boundaries        []Boundary // one per (from stage, to stage, direction), sorted by Kind, From, To
+
+	// exposedNs is each boundary's exposed receive wait in ns, summed over
+	// complete windows. analyzeStats fills it (it owns the steady gaps) and
+	// analyzeP2P reads it, so Run must call analyzeStats first.
+	exposedNs map[boundaryKey]float64
 }
 
-// Boundary is the traffic across one stage boundary in one direction.
+// Boundary is the traffic across one stage boundary in one direction. In an
+// interleaved job (v chunks per stage) the boundary s -> s+1 carries the
+// activations of v chunks and the wrap-around boundary p-1 -> 0 those of
+// v-1 (chunk c of stage p-1 feeds chunk c+1 of stage 0); gradients mirror
+// this (s+1 -> s carries v chunks, 0 -> p-1 carries v-1).
 type Boundary struct {
-	From, To          int
-	Kind              string  // "activation" (SEND_F) or "gradient" (SEND_B)
-	BytesPerStep      float64 // measured, per pipeline replica
-	ModelBytesPerStep float64 // m x V from shapes and dtypes, 0 when unknown
-	GBps              float64 // achieved: bytes / transfer time, GB/s (1e9 bytes/s); 0 when transfers take no time
-	ExposedMs         float64 // mean per window, on the receiving stage
+	From, To     int
+	Kind         string  // "activation" (SEND_F) or "gradient" (SEND_B)
+	BytesPerStep float64 // measured: sum of the SEND rows' bytes per window (all TP ranks' sends included)
+	SendsPerStep float64 // SEND rows per window
+	// ModelBytesPerStep is m x chunks x TP x V: the transfers the schedule
+	// implies (m micro-batches times the chunks crossing this boundary, for
+	// each TP rank of the sending stage) times V, the mean payload the
+	// sends' shapes and dtypes give (product of the shape's dimensions times
+	// the dtype's size: 2 for bf16/fp16, 4 for fp32, 8 for fp64, 1 for
+	// fp8/int8). 0 when some send's shape or dtype is unknown, or when the
+	// boundary joins stages that are not neighbours.
+	ModelBytesPerStep float64
+	// GBps is the achieved bandwidth: bytes over the summed transfer
+	// durations of the sends, in GB/s (1e9 bytes/s, not GiB). A transfer
+	// starts when both sides have started (the later of the send's and the
+	// matched receive's start) and ends when the receive ends; latency is
+	// included, so it is below the link's bandwidth. 0 when transfers take
+	// no time.
+	GBps float64
+	// ExposedMs is the mean per window of the receiving stage's exposed
+	// wait on this boundary's transfers: the part of its receives'
+	// transfer phases that falls in the stage's steady gaps (see
+	// StageSummary.P2PWaitMs). Receives from two boundaries that overlap
+	// in time count in both, so boundaries can sum to more than
+	// P2P.ExposedMs.
+	ExposedMs float64
 }
 
-// analyzeP2P fills Report.P2P.
-func analyzeP2P(ix *index, rep *Report) {}
+// Boundary kinds.
+const (
+	boundaryActivation = "activation"
+	boundaryGradient   = "gradient"
+)
+
+// boundaryKey names a boundary: from and to stages and the direction (0
+// activation, 1 gradient).
+type boundaryKey struct {
+	from, to int32
+	dir      uint8
+}
+
+func (k boundaryKey) kind() string {
+	if k.dir == 0 {
+		return boundaryActivation
+	}
+	return boundaryGradient
+}
+
+// p2pDir returns the direction of a P2P kind: 0 for SEND_F/RECV_F
+// (activations), 1 for SEND_B/RECV_B (gradients).
+func p2pDir(k trace.Kind) uint8 {
+	if k == trace.SendF || k == trace.RecvF {
+		return 0
+	}
+	return 1
+}
+
+// neighbour returns the stage at the other end of a P2P op on stage st of a
+// p-stage pipeline when its peer's stage is unknown: activations flow to
+// st+1 (the last stage's wrap to stage 0), gradients to st-1 (stage 0's
+// wrap to p-1).
+func neighbour(st int32, k trace.Kind, p int) int32 {
+	P := int32(max(p, 1))
+	switch k {
+	case trace.SendF, trace.RecvB:
+		return (st + 1) % P
+	default:
+		return (st - 1 + P) % P
+	}
+}
+
+// transfer is one matched send/receive pair of a window, or one side of it
+// when the other is not in the window. Times are ns; startNs is NoTime when
+// some side never started, endNs NoTime when the transfer never ended.
+type transfer struct {
+	send, recv     int // rows; -1 when that side is missing
+	startNs, endNs int64
+}
+
+// p2pScratch holds buffers matchTransfers reuses between windows.
+type p2pScratch struct {
+	sends, recvs []int
+	out          []transfer
+}
+
+// matchTransfers pairs the sends and receives among rows as NCCL does: for
+// each ordered (sender, receiver) rank pair, the k-th send in the sender's
+// issue order with the k-th receive in the receiver's. A pair's transfer
+// starts at the later of the two starts and ends at the receive's end;
+// an unmatched op is its own transfer. The result is in (sender, receiver,
+// issue) order, unmatched ops after their pair's matched ones; it aliases
+// sc and is valid until the next call.
+func matchTransfers(t *trace.Trace, rows []int, sc *p2pScratch) []transfer {
+	sc.sends, sc.recvs, sc.out = sc.sends[:0], sc.recvs[:0], sc.out[:0]
+	for _, i := range rows {
+		switch {
+		case t.Kind[i].IsSend():
+			sc.sends = append(sc.sends, i)
+		case t.Kind[i].IsRecv():
+			sc.recvs = append(sc.recvs, i)
+		}
+	}
+	// Order sends by (src = rank, dst = peer, seq), receives by (src =
+	// peer, dst = rank, seq).
+	slices.SortFunc(sc.sends, func(a, b int) int {
+		return cmp.Or(cmp.Compare(t.Rank[a], t.Rank[b]), cmp.Compare(t.Peer[a], t.Peer[b]), cmp.Compare(t.Seq[a], t.Seq[b]), cmp.Compare(a, b))
+	})
+	slices.SortFunc(sc.recvs, func(a, b int) int {
+		return cmp.Or(cmp.Compare(t.Peer[a], t.Peer[b]), cmp.Compare(t.Rank[a], t.Rank[b]), cmp.Compare(t.Seq[a], t.Seq[b]), cmp.Compare(a, b))
+	})
+	i, j := 0, 0
+	for i < len(sc.sends) || j < len(sc.recvs) {
+		var c int
+		switch {
+		case i == len(sc.sends):
+			c = 1
+		case j == len(sc.recvs):
+			c = -1
+		default:
+			s, r := sc.sends[i], sc.recvs[j]
+			c = cmp.Or(cmp.Compare(t.Rank[s], t.Peer[r]), cmp.Compare(t.Peer[s], t.Rank[r]))
+		}
+		switch {
+		case c < 0:
+			sc.out = append(sc.out, single(t, sc.sends[i], true))
+			i++
+		case c > 0:
+			sc.out = append(sc.out, single(t, sc.recvs[j], false))
+			j++
+		default:
+			s, r := sc.sends[i], sc.recvs[j]
+			tr := transfer{send: s, recv: r, startNs: trace.NoTime, endNs: t.EndNs[r]}
+			if t.StartNs[s] != trace.NoTime && t.StartNs[r] != trace.NoTime {
+				tr.startNs = max(t.StartNs[s], t.StartNs[r])
+			}
+			sc.out = append(sc.out, tr)
+			i++
+			j++
+		}
+	}
+	return sc.out
+}
+
+func single(t *trace.Trace, row int, send bool) transfer {
+	tr := transfer{send: row, recv: -1, startNs: t.StartNs[row], endNs: t.EndNs[row]}
+	if !send {
+		tr.send, tr.recv = -1, row
+	}
+	return tr
+}
+
+// durNs returns the transfer's duration, or -1 when it has none (never
+// started or ended, or ended before it started).
+func (tr transfer) durNs() int64 {
+	if tr.startNs == trace.NoTime || tr.endNs == trace.NoTime || tr.endNs < tr.startNs {
+		return -1
+	}
+	return tr.endNs - tr.startNs
+}
+
+// sendKey returns the boundary a transfer with a send belongs to.
+func sendKey(t *trace.Trace, tr transfer, p int) boundaryKey {
+	s := tr.send
+	k := boundaryKey{from: int32(t.Stage[s]), dir: p2pDir(t.Kind[s])}
+	if tr.recv >= 0 {
+		k.to = int32(t.Stage[tr.recv])
+	} else {
+		k.to = neighbour(k.from, t.Kind[s], p)
+	}
+	return k
+}
+
+// recvKey returns the boundary a transfer with a receive belongs to.
+func recvKey(t *trace.Trace, tr transfer, p int) boundaryKey {
+	r := tr.recv
+	k := boundaryKey{to: int32(t.Stage[r]), dir: p2pDir(t.Kind[r])}
+	if tr.send >= 0 {
+		k.from = int32(t.Stage[tr.send])
+	} else {
+		k.from = neighbour(k.to, t.Kind[r], p)
+	}
+	return k
+}
+
+// p2pAcc accumulates one boundary over the complete windows.
+type p2pAcc struct {
+	bytes      float64
+	sends      int
+	durNs      float64
+	shapeBytes float64 // sum of V over sends with a known shape and dtype
+	shapeN     int
+	maxTP      int32
+}
+
+// analyzeP2P fills Report.P2P from the SEND rows of the complete windows
+// (matched to their receives) and the exposure analyzeStats measured.
+func analyzeP2P(ix *index, rep *Report) {
+	t := ix.t
+	acc := map[boundaryKey]*p2pAcc{}
+	var sc p2pScratch
+	windows := 0
+	for _, g := range ix.windows {
+		if !g.measured.Complete || g.measured.EndNs <= g.measured.StartNs {
+			continue
+		}
+		windows++
+		var last boundaryKey
+		var a *p2pAcc
+		for _, tr := range matchTransfers(t, g.rows, &sc) {
+			if tr.send < 0 {
+				continue
+			}
+			k := sendKey(t, tr, ix.p)
+			if a == nil || k != last {
+				last, a = k, acc[k]
+				if a == nil {
+					a = &p2pAcc{}
+					acc[k] = a
+				}
+			}
+			s := tr.send
+			a.bytes += float64(max(t.Bytes[s], 0))
+			a.sends++
+			a.maxTP = max(a.maxTP, t.TPRank[s])
+			if d := tr.durNs(); d > 0 {
+				a.durNs += float64(d)
+			}
+			if v, ok := payloadBytes(t.Shape[s], t.Dtype[s]); ok {
+				a.shapeBytes += v
+				a.shapeN++
+			}
+		}
+	}
+	out := &rep.P2P
+	if windows == 0 {
+		return
+	}
+	for k := range out.exposedNs {
+		if acc[k] == nil {
+			acc[k] = &p2pAcc{}
+		}
+	}
+	keys := make([]boundaryKey, 0, len(acc))
+	for k := range acc {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b boundaryKey) int {
+		return cmp.Or(cmp.Compare(a.dir, b.dir), cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
+	})
+	nw := float64(windows)
+	modelKnown := true
+	for _, k := range keys {
+		a := acc[k]
+		b := Boundary{From: int(k.from), To: int(k.to), Kind: k.kind(),
+			BytesPerStep: a.bytes / nw, SendsPerStep: float64(a.sends) / nw,
+			ExposedMs: out.exposedNs[k] / nw / 1e6}
+		if a.durNs > 0 {
+			b.GBps = a.bytes / a.durNs
+		}
+		b.ModelBytesPerStep = modelBytes(k, a, rep.Job, ix.p)
+		if b.ModelBytesPerStep == 0 && a.sends > 0 {
+			modelKnown = false
+		}
+		out.BytesPerStep += b.BytesPerStep
+		out.ModelBytesPerStep += b.ModelBytesPerStep
+		out.Boundaries = append(out.Boundaries, b)
+	}
+	if !modelKnown {
+		out.ModelBytesPerStep = 0
+	}
+	out.ExposedMs = 0
+	for _, s := range rep.Stages {
+		out.ExposedMs += s.P2PWaitMs
+	}
+}
+
+// modelBytes returns m x chunks x TP x V for boundary k (see
+// Boundary.ModelBytesPerStep), or 0 when unknown.
+func modelBytes(k boundaryKey, a *p2pAcc, job Job, p int) float64 {
+	if a.sends == 0 || a.shapeN != a.sends || job.MicroBatches <= 0 {
+		return 0
+	}
+	v := max(job.Virtual, 1)
+	chunks := 0
+	from, to, P := int(k.from), int(k.to), max(p, job.PP)
+	switch {
+	case k.dir == 0 && to == from+1, k.dir == 1 && to == from-1:
+		chunks = v
+	case k.dir == 0 && from == P-1 && to == 0, k.dir == 1 && from == 0 && to == P-1:
+		chunks = v - 1
+	}
+	if chunks == 0 {
+		return 0
+	}
+	tp := job.TP
+	if tp <= 0 {
+		tp = int(a.maxTP) + 1
+	}
+	return float64(job.MicroBatches*chunks*tp) * a.shapeBytes / float64(a.shapeN)
+}
+
+// dtypeBytes maps dtype names, as runtimes write them, to element sizes.
+var dtypeBytes = map[string]float64{
+	"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2,
+	"fp32": 4, "float32": 4, "float": 4, "tf32": 4,
+	"fp64": 8, "float64": 8, "double": 8,
+	"fp8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "e4m3": 1, "e5m2": 1,
+	"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "int32": 4, "int64": 8,
+}
+
+// payloadBytes returns V, the bytes a tensor of shape ("4096x2x8192") and
+// dtype ("bf16", also "torch.bfloat16") holds, and whether both are known
+// and sane. Dimensions may be separated by x, X, ',' or '*', and wrapped in
+// brackets; every dimension must be an integer >= 0.
+func payloadBytes(shape, dtype string) (float64, bool) {
+	size, ok := dtypeBytes[strings.ToLower(strings.TrimPrefix(strings.TrimSpace(dtype), "torch."))]
+	if !ok {
+		return 0, false
+	}
+	shape = strings.Trim(strings.TrimSpace(shape), "[]() ")
+	if shape == "" {
+		return 0, false
+	}
+	n := 1.0
+	for _, d := range strings.FieldsFunc(shape, func(r rune) bool { return r == 'x' || r == 'X' || r == ',' || r == '*' }) {
+		x, err := strconv.ParseInt(strings.TrimSpace(d), 10, 64)
+		if err != nil || x < 0 {
+			return 0, false
+		}
+		n *= float64(x)
+	}
+	if math.IsInf(n, 0) {
+		return 0, false
+	}
+	return n * size, true
+}
+
+// p2pExposedShare is the share of the step above which exposed P2P wait
+// is reported (P2P_EXPOSED).
+const p2pExposedShare = 0.05
+
+// p2pMismatchTolerance is the relative difference between measured and
+// model bytes above which P2P_BYTES_MISMATCH is reported.
+const p2pMismatchTolerance = 0.01
+
+// p2pFindings reports exposed P2P wait (P2P_EXPOSED, warning) when the stage
+// that waits most on transfers waits more than 5% of the step, and a
+// boundary whose bytes differ from the model by more than 1%
+// (P2P_BYTES_MISMATCH, info).
+func p2pFindings(_ *index, rep *Report) []Finding {
+	var out []Finding
+	worst, worstMs := -1, 0.0
+	for i, s := range rep.Stages {
+		if s.P2PWaitMs > worstMs {
+			worst, worstMs = i, s.P2PWaitMs
+		}
+	}
+	if step := rep.StepMs; worst >= 0 && step > 0 && worstMs > p2pExposedShare*step {
+		msg := fmt.Sprintf("stage %d waits %.3g ms per step on P2P transfers in its steady phase (%.1f%% of the %.3g ms step; %.3g ms over all stages)",
+			rep.Stages[worst].Stage, worstMs, 100*worstMs/step, step, rep.P2P.ExposedMs)
+		var wb *Boundary
+		for i := range rep.P2P.Boundaries {
+			if b := &rep.P2P.Boundaries[i]; b.ExposedMs > 0 && (wb == nil || b.ExposedMs > wb.ExposedMs) {
+				wb = b
+			}
+		}
+		if wb != nil {
+			msg += fmt.Sprintf("; worst boundary %d->%d (%s) %.3g ms", wb.From, wb.To, wb.Kind, wb.ExposedMs)
+			if wb.GBps > 0 {
+				msg += fmt.Sprintf(" at %.3g GB/s", wb.GBps)
+			}
+		}
+		out = append(out, Finding{Severity: "warning", Code: CodeP2PExposed, Message: msg, ImpactMs: worstMs})
+	}
+	var mb *Boundary
+	var mRel float64
+	n := 0
+	for i := range rep.P2P.Boundaries {
+		b := &rep.P2P.Boundaries[i]
+		if b.ModelBytesPerStep <= 0 {
+			continue
+		}
+		rel := math.Abs(b.BytesPerStep-b.ModelBytesPerStep) / b.ModelBytesPerStep
+		if rel <= p2pMismatchTolerance {
+			continue
+		}
+		n++
+		if mb == nil || rel > mRel {
+			mb, mRel = b, rel
+		}
+	}
+	if mb != nil {
+		out = append(out, Finding{Severity: "info", Code: CodeP2PBytesMismatch,
+			Message: fmt.Sprintf("boundary %d->%d (%s) moves %.4g MB per step, %.0f%% of the %.4g MB its shapes and the schedule imply (%d boundaries differ by more than %.0f%%)",
+				mb.From, mb.To, mb.Kind, mb.BytesPerStep/1e6, 100*mb.BytesPerStep/mb.ModelBytesPerStep, mb.ModelBytesPerStep/1e6, n, 100*p2pMismatchTolerance)})
+	}
+	return out
+}

@@ -1,6 +1,20 @@
 package analyze
 
-// Dist summarises durations of one kind of op, in milliseconds.
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// Dist summarises the durations of one kind of op on one stage, in
+// milliseconds: every op of that kind that started and ended, on every rank
+// of the stage (TP ranks and pipeline replicas included), in the complete
+// windows. N is the number of ops, so m x v x TP per window when every
+// micro-batch ran on every chunk and TP rank. The median of an even count
+// is the mean of the two middle values; P95Ms is by nearest rank: the
+// ceil(0.95 N)-th smallest duration. All zero when N is 0.
 type Dist struct {
 	N        int
 	MeanMs   float64
@@ -10,13 +24,280 @@ type Dist struct {
 	MaxMs    float64
 }
 
-// Overhead is time a step spends outside the pipeline window in one kind of
-// op (OPT, DATA, CKPT...), mean per step over ranks' stages.
+// Overhead is what one kind of op outside the pipeline window (OPT,
+// OPT_SKIP, DATA, CKPT...: every kind but F, B, W and P2P) costs a step. Per
+// analysed step its cost is the longest, over ranks, of the union of that
+// kind's intervals on the rank (ops with a null start or end left out):
+// the time the slowest rank spends in it.
 type Overhead struct {
 	Kind   string
-	MeanMs float64 // mean per step of the union of this kind's intervals on the slowest stage
+	MeanMs float64 // mean of the per-step cost over analysed steps; a step without the kind counts 0
+	MaxMs  float64 // the largest per-step cost
+	Steps  int     // analysed steps in which some rank ran the kind
+}
+
+// statsScratch holds the buffers analyzeStats reuses between windows.
+type statsScratch struct {
+	comp  [][]interval // per stage: compute intervals
+	recv  [][]taggedIv // per stage: receive transfer phases
+	all   []interval
+	group []interval
+	p2p   p2pScratch
+}
+
+// taggedIv is a receive's transfer phase and the boundary it crosses.
+type taggedIv struct {
+	iv  interval
+	key boundaryKey
 }
 
 // analyzeStats fills StageSummary.F/B/W, the per-stage idle split, the
-// steady idle split (Bubble.SteadyP2P/SteadyOther) and Report.Overhead.
-func analyzeStats(ix *index, rep *Report) {}
+// steady idle split (Bubble.SteadyP2P/SteadyOther), the per-boundary exposed
+// wait that analyzeP2P reports, and Report.Overhead.
+//
+// Per complete window and stage (the union over its TP ranks):
+//
+//  1. compute = union of F/B/W intervals; warmup = first compute start -
+//     window start, cooldown = window end - last compute end, steady = the
+//     gaps between (a stage with no compute: the whole window is steady);
+//  2. receive phases = for each RECV, from the start of its transfer (the
+//     later of its start and the matched SEND's start, NCCL issue order)
+//     to its end: the time the bytes are on the wire;
+//  3. exposed P2P wait = the union of receive phases inside the steady
+//     gaps; other wait = steady - exposed (waiting for the peer to post its
+//     send, that is for its compute, and everything else).
+//
+// Stage fields are means over complete windows; the Bubble shares are sums
+// over stages and windows over p x (summed windows), as Bubble.Steady.
+func analyzeStats(ix *index, rep *Report) {
+	t, p := ix.t, ix.p
+	durs := make([][3][]int64, p) // [stage][F, B, W]
+	warm, cool, steady, wait := make([]float64, p), make([]float64, p), make([]float64, p), make([]float64, p)
+	exposed := map[boundaryKey]float64{}
+	sc := &statsScratch{comp: make([][]interval, p), recv: make([][]taggedIv, p)}
+	var sumT float64
+	windows := 0
+	for _, g := range ix.windows {
+		w := g.measured
+		if !w.Complete || w.EndNs <= w.StartNs {
+			continue
+		}
+		windows++
+		sumT += float64(w.EndNs - w.StartNs)
+		for st := range sc.comp {
+			sc.comp[st], sc.recv[st] = sc.comp[st][:0], sc.recv[st][:0]
+		}
+		for _, i := range g.rows {
+			k, st := t.Kind[i], int(t.Stage[i])
+			if !k.IsCompute() || st < 0 || st >= p {
+				continue
+			}
+			s, e := t.StartNs[i], t.EndNs[i]
+			if s == trace.NoTime || e == trace.NoTime || e < s {
+				continue
+			}
+			sc.comp[st] = append(sc.comp[st], interval{s, e})
+			durs[st][k-trace.F] = append(durs[st][k-trace.F], e-s)
+		}
+		for _, tr := range matchTransfers(t, g.rows, &sc.p2p) {
+			if tr.recv < 0 || tr.durNs() <= 0 {
+				continue
+			}
+			st := int(t.Stage[tr.recv])
+			if st < 0 || st >= p {
+				continue
+			}
+			sc.recv[st] = append(sc.recv[st], taggedIv{interval{tr.startNs, tr.endNs}, recvKey(t, tr, p)})
+		}
+		for st := 0; st < p; st++ {
+			u := union(sc.comp[st])
+			span := []interval{{w.StartNs, w.EndNs}}
+			var busy int64
+			for _, iv := range u {
+				busy += iv.e - iv.s
+			}
+			if len(u) > 0 {
+				warm[st] += float64(u[0].s - w.StartNs)
+				cool[st] += float64(w.EndNs - u[len(u)-1].e)
+				span[0] = interval{u[0].s, u[len(u)-1].e}
+			}
+			steady[st] += float64(span[0].e - span[0].s - busy)
+			if len(sc.recv[st]) == 0 {
+				continue
+			}
+			sc.all = sc.all[:0]
+			for _, r := range sc.recv[st] {
+				sc.all = append(sc.all, r.iv)
+			}
+			wait[st] += float64(inGaps(union(sc.all), span, u))
+			// Per boundary: runs of equal key, each its own union.
+			rs := sc.recv[st]
+			slices.SortFunc(rs, func(a, b taggedIv) int {
+				return cmp.Or(cmp.Compare(a.key.dir, b.key.dir), cmp.Compare(a.key.from, b.key.from), cmp.Compare(a.key.to, b.key.to))
+			})
+			for i := 0; i < len(rs); {
+				j := i
+				sc.group = sc.group[:0]
+				for ; j < len(rs) && rs[j].key == rs[i].key; j++ {
+					sc.group = append(sc.group, rs[j].iv)
+				}
+				if x := inGaps(union(sc.group), span, u); x > 0 {
+					exposed[rs[i].key] += float64(x)
+				}
+				i = j
+			}
+		}
+	}
+	rep.P2P.exposedNs = exposed
+	rep.Overhead = stepOverhead(ix)
+	if windows == 0 || len(rep.Stages) != p {
+		return
+	}
+	nw := float64(windows)
+	var sumWait float64
+	for st := 0; st < p; st++ {
+		s := &rep.Stages[st]
+		s.F, s.B, s.W = dist(durs[st][0]), dist(durs[st][1]), dist(durs[st][2])
+		s.WarmupMs, s.CooldownMs, s.SteadyMs = warm[st]/nw/1e6, cool[st]/nw/1e6, steady[st]/nw/1e6
+		s.P2PWaitMs = wait[st] / nw / 1e6
+		s.OtherWaitMs = s.SteadyMs - s.P2PWaitMs
+		sumWait += wait[st]
+	}
+	if sumT > 0 {
+		rep.Bubble.SteadyP2P = sumWait / (float64(p) * sumT)
+		rep.Bubble.SteadyOther = rep.Bubble.Steady - rep.Bubble.SteadyP2P
+	}
+}
+
+// inGaps returns how much of the disjoint sorted intervals x falls inside
+// span (one interval) but outside the disjoint sorted intervals busy, all
+// of which lie inside span: the part of x in span's gaps, ns.
+func inGaps(x, span, busy []interval) int64 {
+	return overlap(x, span) - overlap(x, busy)
+}
+
+// overlap returns the total length of the intersection of two lists of
+// disjoint intervals sorted by start, ns.
+func overlap(a, b []interval) int64 {
+	var n int64
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		s, e := max(a[i].s, b[j].s), min(a[i].e, b[j].e)
+		if e > s {
+			n += e - s
+		}
+		if a[i].e < b[j].e {
+			i++
+		} else {
+			j++
+		}
+	}
+	return n
+}
+
+// dist sorts ds (ns) in place and summarises it (see Dist).
+func dist(ds []int64) Dist {
+	n := len(ds)
+	if n == 0 {
+		return Dist{}
+	}
+	slices.Sort(ds)
+	var sum float64
+	for _, d := range ds {
+		sum += float64(d)
+	}
+	med := float64(ds[n/2])
+	if n%2 == 0 {
+		med = (float64(ds[n/2-1]) + float64(ds[n/2])) / 2
+	}
+	k := int(math.Ceil(0.95*float64(n))) - 1
+	return Dist{N: n, MeanMs: sum / float64(n) / 1e6, MedianMs: med / 1e6,
+		P95Ms: float64(ds[max(k, 0)]) / 1e6, MinMs: float64(ds[0]) / 1e6, MaxMs: float64(ds[n-1]) / 1e6}
+}
+
+// overheadOp is one non-pipeline op with its times.
+type overheadOp struct {
+	kind trace.Kind
+	rank trace.Rank
+	iv   interval
+}
+
+// stepOverhead computes Report.Overhead (see Overhead) over every analysed
+// window, complete or not. Windows come in step order, so one step's ops
+// are gathered, then costed.
+func stepOverhead(ix *index) []Overhead {
+	t := ix.t
+	type acc struct {
+		sum, max float64
+		steps    int
+	}
+	byKind := map[trace.Kind]*acc{}
+	var ops []overheadOp
+	steps := 0
+	flush := func() {
+		if len(ops) == 0 {
+			return
+		}
+		slices.SortFunc(ops, func(a, b overheadOp) int {
+			return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.rank, b.rank), cmp.Compare(a.iv.s, b.iv.s))
+		})
+		// Runs of one kind; inside, runs of one rank: merge, measure.
+		for i := 0; i < len(ops); {
+			k := ops[i].kind
+			var worst int64
+			for i < len(ops) && ops[i].kind == k {
+				r := ops[i].rank
+				var busy int64
+				cur := ops[i].iv
+				for ; i < len(ops) && ops[i].kind == k && ops[i].rank == r; i++ {
+					if iv := ops[i].iv; iv.s <= cur.e {
+						cur.e = max(cur.e, iv.e)
+					} else {
+						busy += cur.e - cur.s
+						cur = iv
+					}
+				}
+				busy += cur.e - cur.s
+				worst = max(worst, busy)
+			}
+			a := byKind[k]
+			if a == nil {
+				a = &acc{}
+				byKind[k] = a
+			}
+			ms := float64(worst) / 1e6
+			a.sum += ms
+			a.max = max(a.max, ms)
+			a.steps++
+		}
+		ops = ops[:0]
+	}
+	for gi, g := range ix.windows {
+		if gi == 0 || g.step != ix.windows[gi-1].step {
+			flush()
+			steps++
+		}
+		for _, i := range g.rows {
+			k := t.Kind[i]
+			if inPipeline(k) || !k.Valid() {
+				continue
+			}
+			s, e := t.StartNs[i], t.EndNs[i]
+			if s == trace.NoTime || e == trace.NoTime || e < s {
+				continue
+			}
+			ops = append(ops, overheadOp{k, t.Rank[i], interval{s, e}})
+		}
+	}
+	flush()
+	if len(byKind) == 0 || steps == 0 {
+		return nil
+	}
+	out := make([]Overhead, 0, len(byKind))
+	for k, a := range byKind {
+		out = append(out, Overhead{Kind: k.String(), MeanMs: a.sum / float64(steps), MaxMs: a.max, Steps: a.steps})
+	}
+	slices.SortFunc(out, func(a, b Overhead) int {
+		return cmp.Or(cmp.Compare(b.MeanMs, a.MeanMs), cmp.Compare(a.Kind, b.Kind))
+	})
+	return out
+}
