@@ -1,33 +1,863 @@
 package analyze
 
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ppprof/ppprof/schedule"
+	"github.com/ppprof/ppprof/trace"
+)
+
 // Conformance is the schedule ppprof recognised from each stage's op order
 // and how the trace departs from it and from synchronous training.
+//
+// Identification. For every (step, pipeline) window and every rank in it,
+// the rank's compute order T (its F, B and W rows with a micro-batch >= 0,
+// in seq order; P2P and other kinds are ignored) is compared with S, the
+// compute actions of the rank's stage in each candidate schedule built by
+// schedule.New for the trace's p (stages), the window's m and, for
+// interleaved, v = 1 + the largest chunk of any compute row. An op is the
+// label (kind, micro-batch, chunk). Per rank and step:
+//
+//   - matched ops are in both T and S (a label's first occurrence in T);
+//   - extra ops are in T only: repeats of a label, or labels S lacks;
+//   - missing ops are in S only, counted where the rank is accountable for
+//     them: the rank finished the step (see Violation), or it ran an op
+//     that S places after the missing one;
+//   - out-of-order ops are the matched ops outside a longest subsequence
+//     of T that follows S's order: the fewest ops that, moved, restore the
+//     schedule's order (a swap of two ops counts 1).
+//
+// A candidate's deviating fraction is (extra + missing + out-of-order) /
+// (matched + extra + missing), summed over every rank and step
+// (ScheduleMatch). The candidate with the smallest fraction wins; on a tie
+// the one the metadata names, then the first in schedule.Names order
+// (gpipe, 1f1b, interleaved, zb-h1: with one micro-batch GPipe and 1F1B
+// are the same order). It is Identified when its fraction is at most
+// MaxDeviatingFraction (25%); otherwise Identified is "" and no Deviations
+// are listed. Interleaved is a candidate only when v > 1 (with v = 1 it is
+// 1F1B, identified as "1f1b"). Job.Schedule keeps what the metadata says.
 type Conformance struct {
-	Identified string      // gpipe, 1f1b, interleaved, zb-h1, or "" when none fits
-	Virtual    int         // chunks per stage of the identified schedule
-	Deviations []Deviation // ops out of the identified schedule's order
-	Violations []Violation // breaks of synchronous training's consistency line
+	Identified string // gpipe, 1f1b, interleaved, zb-h1, or "" when none fits
+	Virtual    int    // chunks per stage of the identified schedule; 0 when none
+	// Candidates lists every schedule compared, best first (the order the
+	// tie-break gives); Candidates[0] is the identified one when there is
+	// one. Empty when the trace has no compute ops to compare.
+	Candidates []ScheduleMatch
+	// DeviationCount is the number of out-of-order ops against the
+	// identified schedule over all ranks and steps (missing and extra ops
+	// are Violations, not deviations).
+	DeviationCount int
+	// Deviations lists the first MaxDeviationsPerRank out-of-order ops of
+	// each rank (earliest steps first), sorted by step, rank and index.
+	Deviations []Deviation
+	// ViolationCount is the number of violations found; ViolationCounts
+	// splits it by Violation.Code.
+	ViolationCount  int
+	ViolationCounts map[string]int
+	// Violations lists the first MaxViolationsPerCode violations of each
+	// code (in step, pipeline, rank order), sorted by step, rank, code,
+	// micro-batch and op.
+	Violations []Violation
 }
 
-// Deviation is one place where a rank's op order departs from the schedule.
+// ScheduleMatch is how well one candidate schedule fits the trace's compute
+// order (see Conformance for the definitions).
+type ScheduleMatch struct {
+	Name      string  // the schedule (schedule.Names)
+	Virtual   int     // chunks per stage it was built with
+	Ops       int     // ops compared: matched + extra + missing
+	Deviating int     // extra + missing + out of order
+	Fraction  float64 // Deviating / Ops, in [0, 1]; 0 when Ops is 0
+}
+
+// Deviation is one out-of-order op: a compute op the rank ran at another
+// place than the identified schedule puts it.
 type Deviation struct {
 	Step  int64
 	Rank  int
 	Stage int
-	Index int    // position in the rank's compute order within the step
-	Want  string // the schedule's action, e.g. "F3"
-	Got   string // the trace's
+	// Index is the op's position (from 0) in the rank's compute order (F,
+	// B, W) within the step.
+	Index int
+	// Want is the op the schedule runs at this position once ops missing
+	// from the trace and extra ops are set aside, and Got the op the trace
+	// has there, both in schedule.Action notation ("F3", "B2c1"). For two
+	// swapped ops the earlier one is the deviation: want B0, got F2 for F2
+	// run before B0.
+	Want string
+	Got  string
 }
 
 // Violation is a break of synchronous training's rules.
+//
+// A rank finished a step when it recorded an OPT or OPT_SKIP row in it, a
+// row in a later step, or when every event of the step's window ended.
+// A rank that did not finish (blocked in a hang, crashed) is only held to
+// the ops before its last recorded one: ops the identified schedule puts
+// after everything the rank ran never got to run and are not missing. A
+// rank with no row in a window is not checked there (its absence is the
+// hang analysis' rank_absent).
 type Violation struct {
-	Code       string // e.g. "f_before_opt", "missing_op", "duplicate_op", "optimizer_skip_mismatch", "microbatch_count"
+	// Code is one of the Violation codes: f_before_opt, missing_op,
+	// duplicate_op, optimizer_skip_mismatch, microbatch_count.
+	Code       string
 	Step       int64
-	Stage      int
-	Rank       int
-	MicroBatch int
-	Message    string
+	Pipeline   int
+	Stage      int    // -1 when the violation is not one stage's
+	Rank       int    // the rank concerned, the first of Ranks; -1 when none
+	Ranks      []int  // optimizer_skip_mismatch: the odd ranks, ascending
+	MicroBatch int    // -1 when none
+	Op         string // the op concerned in schedule.Action notation ("F3", "B2c1"); "" when none
+	Message    string // one sentence
 }
 
-// analyzeConformance fills Report.Schedule.
-func analyzeConformance(ix *index, rep *Report) {}
+// Violation codes (Violation.Code).
+const (
+	// ViolationFBeforeOpt: an F of step s+1 started on a rank before that
+	// rank's OPT (or OPT_SKIP) of step s ended. An OPT that never ended
+	// is left to the hang analysis; only consecutive analysed steps are
+	// compared.
+	ViolationFBeforeOpt = "f_before_opt"
+	// ViolationMissingOp: a rank did not run the F or B (or W, when the
+	// trace records W) of a micro-batch for one of its chunks, where it
+	// is accountable for it (see Violation). The step's micro-batches are
+	// 0 .. m-1 with m = 1 + the largest micro-batch of the window's
+	// compute rows; for a window with a pending event, at least the
+	// metadata's micro-batches and the largest m of a complete window.
+	ViolationMissingOp = "missing_op"
+	// ViolationDuplicateOp: a rank ran the same (kind, micro-batch, chunk)
+	// more than once in a step.
+	ViolationDuplicateOp = "duplicate_op"
+	// ViolationOptimizerSkipMismatch: in one step some ranks recorded
+	// OPT_SKIP and others OPT; the odd ranks (the smaller group, the
+	// skipping ones on a tie) are named.
+	ViolationOptimizerSkipMismatch = "optimizer_skip_mismatch"
+	// ViolationMicroBatchCount: a stage whose ranks all finished the step
+	// ran F for fewer distinct micro-batches than the step's m; or (Stage
+	// -1) in a window where every event ended, m differs from the
+	// metadata's microbatches.
+	ViolationMicroBatchCount = "microbatch_count"
+)
+
+// Limits of the conformance pass.
+const (
+	// MaxDeviatingFraction is the largest deviating fraction (see
+	// Conformance) at which a schedule is still identified.
+	MaxDeviatingFraction = 0.25
+	// MaxDeviationsPerRank bounds Conformance.Deviations per rank.
+	MaxDeviationsPerRank = 8
+	// MaxViolationsPerCode bounds Conformance.Violations per code.
+	MaxViolationsPerCode = 32
+)
+
+// conformanceOptSkip is the kind a rank records when it skips its optimizer
+// step (sim.KindOptSkip).
+var conformanceOptSkip = trace.MustKind("OPT_SKIP")
+
+// conformanceMaxActions bounds p*m*v of a candidate schedule (see sizeOK).
+const conformanceMaxActions = 1 << 21
+
+// conformanceRank is one rank's rows in one window.
+type conformanceRank struct {
+	rank     trace.Rank
+	stage    int
+	rows     []int // the rank's rows in the window, in seq order
+	opt      int   // its last OPT or OPT_SKIP row; -1 when none
+	finished bool
+}
+
+// conformanceWindow is one window's rows grouped by rank.
+type conformanceWindow struct {
+	g      *window
+	ranks  []conformanceRank // by rank
+	mSeen  int               // 1 + the largest micro-batch of a compute row; 0 when none
+	m      int               // micro-batches the window is compared with; 0: not compared
+	labels int               // 3*v*m: size of a label table
+}
+
+// conformanceState is what the pass shares between its steps.
+type conformanceState struct {
+	t       *trace.Trace
+	p, v    int
+	split   bool // the trace records W
+	wins    []conformanceWindow
+	byKey   map[[2]int64]int // (step, pipeline) -> index in wins
+	metaM   int
+	metaSch string
+}
+
+// analyzeConformance fills Report.Schedule:
+//
+//  1. group each window's rows by rank and size its micro-batches;
+//  2. score every candidate schedule and pick the identified one, with its
+//     deviations;
+//  3. check the synchronous-training rules (Violation).
+func analyzeConformance(ix *index, rep *Report) {
+	cs := newConformanceState(ix)
+	out := &rep.Schedule
+	*out = Conformance{ViolationCounts: map[string]int{}}
+	best := cs.identify(out)
+	cs.checkSync(out, best)
+}
+
+// newConformanceState is step 1.
+func newConformanceState(ix *index) *conformanceState {
+	t := ix.t
+	cs := &conformanceState{t: t, p: ix.p, v: 1, byKey: map[[2]int64]int{},
+		metaM: t.Meta.MicroBatches, metaSch: t.Meta.Schedule}
+	// The last step each rank has rows in, over the whole trace (rows of a
+	// rank come in runs: look the rank up once per run).
+	slot := map[trace.Rank]int{}
+	var lastStep []int64
+	prev, cur := trace.Rank(-1), -1
+	for i, r := range t.Rank {
+		if r != prev || cur < 0 {
+			k, ok := slot[r]
+			if !ok {
+				k = len(lastStep)
+				slot[r] = k
+				lastStep = append(lastStep, t.Step[i])
+			}
+			prev, cur = r, k
+		}
+		lastStep[cur] = max(lastStep[cur], t.Step[i])
+	}
+
+	mComplete := 0
+	for wi, g := range ix.windows {
+		cw := conformanceWindow{g: g}
+		cw.ranks = conformanceGroup(t, g.rows)
+		for k := range cw.ranks {
+			r := &cw.ranks[k]
+			for _, i := range r.rows {
+				switch kd := t.Kind[i]; {
+				case kd == trace.Opt || kd == conformanceOptSkip:
+					r.opt = i
+				case kd.IsCompute() && t.MicroBatch[i] >= 0:
+					cw.mSeen = max(cw.mSeen, int(t.MicroBatch[i])+1)
+					cs.v = max(cs.v, int(t.Chunk[i])+1)
+					if kd == trace.W {
+						cs.split = true
+					}
+				}
+			}
+			r.finished = r.opt >= 0 || g.measured.Complete || lastStep[slot[r.rank]] > g.step
+		}
+		if g.measured.Complete {
+			mComplete = max(mComplete, cw.mSeen)
+		}
+		cs.byKey[[2]int64{g.step, int64(g.pipeline)}] = wi
+		cs.wins = append(cs.wins, cw)
+	}
+	// Size each window: what it ran when complete; otherwise at least what
+	// the metadata and the complete windows say (the rest never got to run).
+	for k := range cs.wins {
+		cw := &cs.wins[k]
+		m := cw.mSeen
+		if !cw.g.measured.Complete && m > 0 {
+			if m2 := max(m, cs.metaM, mComplete); cs.sizeOK(m2) {
+				m = m2
+			}
+		}
+		if m > 0 && cs.sizeOK(m) {
+			cw.m = m
+			cw.labels = 3 * cs.v * m
+		}
+	}
+	return cs
+}
+
+// sizeOK reports whether a window can be compared with schedules of m
+// micro-batches: p*m*v must stay within conformanceMaxActions and, above
+// 1<<16, within the trace's row count (a complete step has about 6*p*m*v
+// rows per replica); larger ids are taken for garbage.
+func (cs *conformanceState) sizeOK(m int) bool {
+	n := int64(cs.p) * int64(m) * int64(cs.v)
+	return n <= conformanceMaxActions && (n <= 1<<16 || n <= int64(cs.t.Len()))
+}
+
+// conformanceGroup splits a window's rows by rank, keeping each rank's rows
+// in trace (seq) order. Rows already grouped by rank (a trace sorted by
+// rank and seq) are sliced without copying.
+func conformanceGroup(t *trace.Trace, rows []int) []conformanceRank {
+	sorted := true
+	for k := 1; k < len(rows); k++ {
+		if t.Rank[rows[k]] < t.Rank[rows[k-1]] {
+			sorted = false
+			break
+		}
+	}
+	if !sorted {
+		rows = slices.Clone(rows)
+		slices.SortStableFunc(rows, func(a, b int) int { return cmp.Compare(t.Rank[a], t.Rank[b]) })
+	}
+	var out []conformanceRank
+	for lo := 0; lo < len(rows); {
+		hi := lo + 1
+		for hi < len(rows) && t.Rank[rows[hi]] == t.Rank[rows[lo]] {
+			hi++
+		}
+		i := rows[lo]
+		out = append(out, conformanceRank{rank: t.Rank[i], stage: int(t.Stage[i]), rows: rows[lo:hi:hi], opt: -1})
+		lo = hi
+	}
+	return out
+}
+
+// conformanceLabel numbers the op (kind, micro-batch, chunk) in a table of
+// 3*v*m labels: -1 when it is not a compute op or out of range.
+func conformanceLabel(k trace.Kind, mb, chunk, m, v int) int {
+	var ki int
+	switch k {
+	case trace.F:
+		ki = 0
+	case trace.B:
+		ki = 1
+	case trace.W:
+		ki = 2
+	default:
+		return -1
+	}
+	if mb < 0 || mb >= m || chunk < 0 || chunk >= v {
+		return -1
+	}
+	return (ki*v+chunk)*m + mb
+}
+
+// conformanceOp renders row i in schedule.Action notation ("F3", "B2c1").
+func conformanceOp(t *trace.Trace, i int) string {
+	return schedule.Action{Kind: t.Kind[i], MicroBatch: int(t.MicroBatch[i]), Chunk: int(t.Chunk[i]), Peer: -1}.String()
+}
+
+// conformanceSched is one candidate schedule for one m, reduced to what the
+// comparison needs.
+type conformanceSched struct {
+	m, v  int
+	split bool
+	acts  [][]schedule.Action // [stage]: its compute actions, in order
+	pos   [][]int32           // [stage][label]: index in acts, -1 when absent
+}
+
+func newConformanceSched(name string, p, m, v int) *conformanceSched {
+	s, err := schedule.New(name, p, m, v)
+	if err != nil {
+		return nil
+	}
+	cs := &conformanceSched{m: m, v: v, split: s.SplitBackward, acts: make([][]schedule.Action, p), pos: make([][]int32, p)}
+	for st, acts := range s.Actions {
+		pos := make([]int32, 3*v*m)
+		for k := range pos {
+			pos[k] = -1
+		}
+		var ca []schedule.Action
+		for _, a := range acts {
+			if !a.Kind.IsCompute() {
+				continue
+			}
+			if l := conformanceLabel(a.Kind, a.MicroBatch, a.Chunk, m, v); l >= 0 && pos[l] < 0 {
+				pos[l] = int32(len(ca))
+			}
+			ca = append(ca, a)
+		}
+		cs.acts[st], cs.pos[st] = ca, pos
+	}
+	return cs
+}
+
+// conformanceCand accumulates one candidate's score over the trace.
+type conformanceCand struct {
+	name    string
+	v       int
+	scheds  map[int]*conformanceSched // by m
+	invalid bool                      // cannot be built for some window's m
+	order   int                       // tie-break rank
+
+	matched, extra, missing, outOfOrder int
+
+	devs    []Deviation
+	devN    int
+	perRank map[trace.Rank]int
+}
+
+func (c *conformanceCand) sched(p, m int) *conformanceSched {
+	s, ok := c.scheds[m]
+	if !ok {
+		s = newConformanceSched(c.name, p, m, c.v)
+		c.scheds[m] = s
+	}
+	return s
+}
+
+func (c *conformanceCand) match() ScheduleMatch {
+	ops := c.matched + c.extra + c.missing
+	dev := c.extra + c.missing + c.outOfOrder
+	sm := ScheduleMatch{Name: c.name, Virtual: c.v, Ops: ops, Deviating: dev}
+	if ops > 0 {
+		sm.Fraction = float64(dev) / float64(ops)
+	}
+	return sm
+}
+
+// conformanceScratch holds the buffers compare reuses.
+type conformanceScratch struct {
+	used  []bool
+	seq   []int32 // schedule positions of the matched ops, trace order
+	at    []int32 // their index in the rank's compute order
+	rows  []int32 // their rows
+	tails []int32
+	prev  []int32
+	keep  []bool
+	want  []int32 // the matched positions in schedule order
+}
+
+// conformanceResult is one rank-step compared with one schedule.
+type conformanceResult struct {
+	matched, extra, missing, outOfOrder int
+}
+
+// compare scores rank r (finished or not) against stage list cs and calls
+// dev for each out-of-order op (nil: only count). See Conformance.
+func (sc *conformanceScratch) compare(t *trace.Trace, r *conformanceRank, cs *conformanceSched, dev func(index, row int, want schedule.Action)) conformanceResult {
+	var res conformanceResult
+	acts, pos := cs.acts[r.stage], cs.pos[r.stage]
+	if cap(sc.used) < len(acts) {
+		sc.used = make([]bool, len(acts))
+	}
+	used := sc.used[:len(acts)]
+	sc.seq, sc.at, sc.rows = sc.seq[:0], sc.at[:0], sc.rows[:0]
+	n, reach := 0, int32(-1)
+	for _, i := range r.rows {
+		if !t.Kind[i].IsCompute() || t.MicroBatch[i] < 0 {
+			continue
+		}
+		l := conformanceLabel(t.Kind[i], int(t.MicroBatch[i]), int(t.Chunk[i]), cs.m, cs.v)
+		if l < 0 || pos[l] < 0 || used[pos[l]] {
+			res.extra++
+		} else {
+			ps := pos[l]
+			used[ps] = true
+			reach = max(reach, ps)
+			sc.seq = append(sc.seq, ps)
+			sc.at = append(sc.at, int32(n))
+			sc.rows = append(sc.rows, int32(i))
+		}
+		n++
+	}
+	res.matched = len(sc.seq)
+	sc.want = sc.want[:0]
+	for ps := range used {
+		if used[ps] {
+			sc.want = append(sc.want, int32(ps))
+			used[ps] = false
+		} else if r.finished || int32(ps) < reach {
+			res.missing++
+		}
+	}
+	// Longest increasing subsequence of seq (positions are distinct):
+	// tails[k] is the index in seq of the smallest tail of an increasing
+	// run of length k+1; prev links each element to its predecessor.
+	sc.tails, sc.prev = sc.tails[:0], sc.prev[:0]
+	for k, x := range sc.seq {
+		lo, hi := 0, len(sc.tails)
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if sc.seq[sc.tails[mid]] < x {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		p := int32(-1)
+		if lo > 0 {
+			p = sc.tails[lo-1]
+		}
+		sc.prev = append(sc.prev, p)
+		if lo == len(sc.tails) {
+			sc.tails = append(sc.tails, int32(k))
+		} else {
+			sc.tails[lo] = int32(k)
+		}
+	}
+	res.outOfOrder = len(sc.seq) - len(sc.tails)
+	if res.outOfOrder == 0 || dev == nil {
+		return res
+	}
+	if cap(sc.keep) < len(sc.seq) {
+		sc.keep = make([]bool, len(sc.seq))
+	}
+	keep := sc.keep[:len(sc.seq)]
+	clear(keep)
+	for k := sc.tails[len(sc.tails)-1]; k >= 0; k = sc.prev[k] {
+		keep[k] = true
+	}
+	for k := range sc.seq {
+		if !keep[k] {
+			dev(int(sc.at[k]), int(sc.rows[k]), acts[sc.want[k]])
+		}
+	}
+	return res
+}
+
+// identify is step 2: it fills Identified, Virtual, Candidates and the
+// deviations, and returns the identified candidate (nil when none).
+func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
+	var cands []*conformanceCand
+	for k, name := range schedule.Names {
+		v := 1
+		if name == schedule.InterleavedName {
+			if cs.v < 2 {
+				continue
+			}
+			v = cs.v
+		}
+		c := &conformanceCand{name: name, v: v, scheds: map[int]*conformanceSched{}, perRank: map[trace.Rank]int{}, order: k + 1}
+		if name == cs.metaSch {
+			c.order = 0
+		}
+		cands = append(cands, c)
+	}
+	var sc conformanceScratch
+	compared := false
+	for _, cw := range cs.wins {
+		if cw.m == 0 {
+			continue
+		}
+		compared = true
+		for _, c := range cands {
+			if c.invalid {
+				continue
+			}
+			s := c.sched(cs.p, cw.m)
+			if s == nil {
+				c.invalid = true
+				continue
+			}
+			for k := range cw.ranks {
+				r := &cw.ranks[k]
+				dev := func(index, row int, want schedule.Action) {
+					c.devN++
+					if c.perRank[r.rank] >= MaxDeviationsPerRank {
+						return
+					}
+					c.perRank[r.rank]++
+					c.devs = append(c.devs, Deviation{Step: cw.g.step, Rank: int(r.rank), Stage: r.stage,
+						Index: index, Want: want.String(), Got: conformanceOp(cs.t, row)})
+				}
+				res := sc.compare(cs.t, r, s, dev)
+				c.matched += res.matched
+				c.extra += res.extra
+				c.missing += res.missing
+				c.outOfOrder += res.outOfOrder
+			}
+		}
+	}
+	if !compared {
+		return nil
+	}
+	cands = slices.DeleteFunc(cands, func(c *conformanceCand) bool { return c.invalid })
+	slices.SortStableFunc(cands, func(a, b *conformanceCand) int {
+		ma, mb := a.match(), b.match()
+		// Compare fractions exactly: dev_a/ops_a vs dev_b/ops_b.
+		x, y := int64(ma.Deviating)*int64(max(mb.Ops, 1)), int64(mb.Deviating)*int64(max(ma.Ops, 1))
+		return cmp.Or(cmp.Compare(x, y), cmp.Compare(a.order, b.order))
+	})
+	for _, c := range cands {
+		out.Candidates = append(out.Candidates, c.match())
+	}
+	if len(cands) == 0 || cands[0].match().Fraction > MaxDeviatingFraction || cands[0].match().Ops == 0 {
+		return nil
+	}
+	best := cands[0]
+	out.Identified, out.Virtual = best.name, best.v
+	out.DeviationCount = best.outOfOrder
+	out.Deviations = best.devs
+	slices.SortStableFunc(out.Deviations, func(a, b Deviation) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Index, b.Index))
+	})
+	return best
+}
+
+// conformanceViolations collects violations with the per-code cap.
+type conformanceViolations struct {
+	out   *Conformance
+	shown map[string]int
+}
+
+func (cv *conformanceViolations) add(v Violation) {
+	cv.out.ViolationCount++
+	cv.out.ViolationCounts[v.Code]++
+	if cv.shown[v.Code] >= MaxViolationsPerCode {
+		return
+	}
+	cv.shown[v.Code]++
+	cv.out.Violations = append(cv.out.Violations, v)
+}
+
+// checkSync is step 3: the synchronous-training rules of Violation, window
+// by window, then the optimizer decision step by step.
+func (cs *conformanceState) checkSync(out *Conformance, best *conformanceCand) {
+	t := cs.t
+	cv := &conformanceViolations{out: out, shown: map[string]int{}}
+	var cnt []int32
+	var seenF []bool
+	for _, cw := range cs.wins {
+		g := cw.g
+		cs.checkFBeforeOpt(cv, cw)
+		if cw.m == 0 {
+			continue
+		}
+		var sched *conformanceSched
+		if best != nil {
+			sched = best.scheds[cw.m]
+		}
+		if cap(cnt) < cw.labels {
+			cnt = make([]int32, cw.labels)
+		}
+		cnt = cnt[:cw.labels]
+		if n := cs.p * cw.m; cap(seenF) < n {
+			seenF = make([]bool, n)
+		}
+		seenF = seenF[:cs.p*cw.m]
+		clear(seenF)
+		stageState := make([]int8, cs.p) // 0: no rank, 1: all finished, -1: some did not
+		for k := range cw.ranks {
+			r := &cw.ranks[k]
+			if r.finished && stageState[r.stage] >= 0 {
+				stageState[r.stage] = 1
+			} else if !r.finished {
+				stageState[r.stage] = -1
+			}
+			reach := int32(-1)
+			for _, i := range r.rows {
+				if !t.Kind[i].IsCompute() || t.MicroBatch[i] < 0 {
+					continue
+				}
+				mb := int(t.MicroBatch[i])
+				l := conformanceLabel(t.Kind[i], mb, int(t.Chunk[i]), cw.m, cs.v)
+				if l < 0 {
+					continue
+				}
+				cnt[l]++
+				if cnt[l] == 2 {
+					cv.add(Violation{Code: ViolationDuplicateOp, Step: g.step, Pipeline: int(g.pipeline), Stage: r.stage,
+						Rank: int(r.rank), MicroBatch: mb, Op: conformanceOp(t, i),
+						Message: fmt.Sprintf("rank %d ran %s of step %d more than once", r.rank, conformanceOp(t, i), g.step)})
+				}
+				if t.Kind[i] == trace.F {
+					seenF[r.stage*cw.m+mb] = true
+				}
+				if sched != nil {
+					if ps := sched.pos[r.stage][l]; ps > reach {
+						reach = ps
+					}
+				}
+			}
+			kinds := []trace.Kind{trace.F, trace.B}
+			if cs.split || sched != nil && sched.split {
+				kinds = append(kinds, trace.W)
+			}
+			for _, kd := range kinds {
+				for c := 0; c < cs.v; c++ {
+					for mb := 0; mb < cw.m; mb++ {
+						l := conformanceLabel(kd, mb, c, cw.m, cs.v)
+						if cnt[l] > 0 {
+							continue
+						}
+						passed := sched != nil && sched.pos[r.stage][l] >= 0 && sched.pos[r.stage][l] < reach
+						if !r.finished && !passed {
+							continue
+						}
+						op := schedule.Action{Kind: kd, MicroBatch: mb, Chunk: c, Peer: -1}.String()
+						cv.add(Violation{Code: ViolationMissingOp, Step: g.step, Pipeline: int(g.pipeline), Stage: r.stage,
+							Rank: int(r.rank), MicroBatch: mb, Op: op,
+							Message: fmt.Sprintf("rank %d (stage %d) never ran %s of step %d", r.rank, r.stage, op, g.step)})
+					}
+				}
+			}
+			for _, i := range r.rows {
+				if t.Kind[i].IsCompute() && t.MicroBatch[i] >= 0 {
+					if l := conformanceLabel(t.Kind[i], int(t.MicroBatch[i]), int(t.Chunk[i]), cw.m, cs.v); l >= 0 {
+						cnt[l] = 0
+					}
+				}
+			}
+		}
+		for st := 0; st < cs.p; st++ {
+			if stageState[st] != 1 {
+				continue
+			}
+			n := 0
+			for _, ok := range seenF[st*cw.m : (st+1)*cw.m] {
+				if ok {
+					n++
+				}
+			}
+			if n < cw.m {
+				cv.add(Violation{Code: ViolationMicroBatchCount, Step: g.step, Pipeline: int(g.pipeline), Stage: st, Rank: -1, MicroBatch: -1,
+					Message: fmt.Sprintf("stage %d ran the forward of %d micro-batches in step %d (pipeline %d), the step has %d", st, n, g.step, g.pipeline, cw.m)})
+			}
+		}
+		if g.measured.Complete && cs.metaM > 0 && cw.mSeen != cs.metaM {
+			cv.add(Violation{Code: ViolationMicroBatchCount, Step: g.step, Pipeline: int(g.pipeline), Stage: -1, Rank: -1, MicroBatch: -1,
+				Message: fmt.Sprintf("step %d (pipeline %d) ran %d micro-batches, the metadata says %d", g.step, g.pipeline, cw.mSeen, cs.metaM)})
+		}
+	}
+	cs.checkOptSkip(cv)
+	slices.SortStableFunc(out.Violations, func(a, b Violation) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Rank, b.Rank), strings.Compare(a.Code, b.Code),
+			cmp.Compare(a.MicroBatch, b.MicroBatch), strings.Compare(a.Op, b.Op))
+	})
+}
+
+// checkFBeforeOpt adds an f_before_opt violation for each rank of cw whose
+// earliest F started before its OPT of the previous step ended.
+func (cs *conformanceState) checkFBeforeOpt(cv *conformanceViolations, cw conformanceWindow) {
+	t, g := cs.t, cw.g
+	pi, ok := cs.byKey[[2]int64{g.step - 1, int64(g.pipeline)}]
+	if !ok {
+		return
+	}
+	prev := cs.wins[pi].ranks
+	for k := range cw.ranks {
+		r := &cw.ranks[k]
+		j, found := slices.BinarySearchFunc(prev, r.rank, func(a conformanceRank, x trace.Rank) int { return cmp.Compare(a.rank, x) })
+		if !found || prev[j].opt < 0 || t.EndNs[prev[j].opt] == trace.NoTime {
+			continue
+		}
+		opt := prev[j].opt
+		first := -1
+		for _, i := range r.rows {
+			if t.Kind[i] == trace.F && t.StartNs[i] != trace.NoTime && (first < 0 || t.StartNs[i] < t.StartNs[first]) {
+				first = i
+			}
+		}
+		if first < 0 || t.StartNs[first] >= t.EndNs[opt] {
+			continue
+		}
+		early := float64(t.EndNs[opt]-t.StartNs[first]) / 1e6
+		cv.add(Violation{Code: ViolationFBeforeOpt, Step: g.step, Pipeline: int(g.pipeline), Stage: r.stage, Rank: int(r.rank),
+			MicroBatch: int(t.MicroBatch[first]), Op: conformanceOp(t, first),
+			Message: fmt.Sprintf("rank %d started %s of step %d %.4g ms before its %s of step %d ended", r.rank, conformanceOp(t, first), g.step, early, t.Kind[opt], g.step-1)})
+	}
+}
+
+// checkOptSkip adds an optimizer_skip_mismatch violation for each step in
+// which some ranks' last optimizer row is OPT_SKIP and others' OPT.
+func (cs *conformanceState) checkOptSkip(cv *conformanceViolations) {
+	t := cs.t
+	for lo := 0; lo < len(cs.wins); {
+		step := cs.wins[lo].g.step
+		hi := lo
+		var skip, ran []int
+		stageOf := map[int]int{}
+		pipeOf := map[int]int{}
+		for ; hi < len(cs.wins) && cs.wins[hi].g.step == step; hi++ {
+			for _, r := range cs.wins[hi].ranks {
+				if r.opt < 0 {
+					continue
+				}
+				if t.Kind[r.opt] == conformanceOptSkip {
+					skip = append(skip, int(r.rank))
+				} else {
+					ran = append(ran, int(r.rank))
+				}
+				stageOf[int(r.rank)], pipeOf[int(r.rank)] = r.stage, int(cs.wins[hi].g.pipeline)
+			}
+		}
+		lo = hi
+		if len(skip) == 0 || len(ran) == 0 {
+			continue
+		}
+		odd, others, form := skip, ran, "in step %d %s skipped %s optimizer step (OPT_SKIP) while %s ran it"
+		if len(ran) < len(skip) {
+			odd, others, form = ran, skip, "in step %d %s ran %s optimizer step while %s skipped it (OPT_SKIP)"
+		}
+		slices.Sort(odd)
+		first := odd[0]
+		its := "its"
+		if len(odd) > 1 {
+			its = "their"
+		}
+		cv.add(Violation{Code: ViolationOptimizerSkipMismatch, Step: step, Pipeline: pipeOf[first], Stage: stageOf[first],
+			Rank: first, Ranks: odd, MicroBatch: -1,
+			Message: fmt.Sprintf(form, step, conformanceRanks(odd), its, conformancePlural(len(others), "rank"))})
+	}
+}
+
+// conformanceRanks renders ranks as "rank 3" or "ranks 3, 5, 7" (the first
+// eight, then how many more).
+func conformanceRanks(rs []int) string {
+	if len(rs) == 1 {
+		return fmt.Sprintf("rank %d", rs[0])
+	}
+	var b strings.Builder
+	b.WriteString("ranks ")
+	for k, r := range rs {
+		if k == 8 {
+			fmt.Fprintf(&b, " and %d more", len(rs)-8)
+			break
+		}
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, r)
+	}
+	return b.String()
+}
+
+// conformancePlural renders "1 rank", "2 ranks".
+func conformancePlural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// conformanceFindings reports, from Report.Schedule:
+//
+//   - SCHEDULE_DEVIATION (warning) when ops ran out of the identified
+//     schedule's order, naming the first and the count;
+//   - OPTIMIZER_SKIP_MISMATCH (error) when ranks disagreed on skipping the
+//     optimizer step, naming the first step's odd ranks;
+//   - SYNC_VIOLATION (error), one per violation code among f_before_opt,
+//     missing_op, duplicate_op and microbatch_count, naming the first and
+//     the count.
+//
+// ImpactMs is 0: these are correctness problems, and what an order change
+// costs is not estimated.
+func conformanceFindings(_ *index, rep *Report) []Finding {
+	c := &rep.Schedule
+	var out []Finding
+	if c.DeviationCount > 0 && len(c.Deviations) > 0 {
+		d := c.Deviations[0]
+		out = append(out, Finding{Severity: "warning", Code: CodeScheduleDeviation,
+			Message: fmt.Sprintf("%s ran out of the %s order; first: rank %d, step %d, compute op %d is %s where %s runs %s",
+				conformancePlural(c.DeviationCount, "compute op"), c.Identified, d.Rank, d.Step, d.Index, d.Got, c.Identified, d.Want)})
+	}
+	firsts := map[string]Violation{}
+	for _, v := range c.Violations {
+		if _, ok := firsts[v.Code]; !ok {
+			firsts[v.Code] = v
+		}
+	}
+	codes := []string{ViolationOptimizerSkipMismatch, ViolationFBeforeOpt, ViolationMissingOp, ViolationDuplicateOp, ViolationMicroBatchCount}
+	for _, code := range codes {
+		v, ok := firsts[code]
+		if !ok {
+			continue
+		}
+		n := c.ViolationCounts[code]
+		f := Finding{Severity: "error", Code: CodeSyncViolation}
+		if code == ViolationOptimizerSkipMismatch {
+			f.Code = CodeOptimizerSkipMismatch
+			f.Message = fmt.Sprintf("%s, so the replicas' weights diverge (%s with a mismatch)", v.Message, conformancePlural(n, "step"))
+		} else {
+			f.Message = fmt.Sprintf("%s (%s in all)", v.Message, conformancePlural(n, code+" violation"))
+		}
+		out = append(out, f)
+	}
+	return out
+}
