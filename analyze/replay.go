@@ -68,6 +68,8 @@ type replay struct {
 	queued     []bool
 	queue      []int32
 	ivs        []interval
+	tmp        []interval
+	merged     []interval
 }
 
 // opKind is how a replay times an op.
@@ -374,18 +376,23 @@ func (r *replay) result() replayResult {
 		if !r.multi[st] {
 			continue
 		}
+		// Each rank's compute intervals are disjoint and in time order (the
+		// rank runs them one after another): merge rank by rank.
 		r.ivs = r.ivs[:0]
 		for lr, s := range r.rankStage {
 			if int(s) != st {
 				continue
 			}
+			r.tmp = r.tmp[:0]
 			for i := r.first[lr]; i < r.first[lr+1]; i++ {
 				if r.kind[i] == opCompute {
-					r.ivs = append(r.ivs, interval{r.start[i], r.end[i]})
+					r.tmp = append(r.tmp, interval{r.start[i], r.end[i]})
 				}
 			}
+			r.merged = mergeSorted(r.merged[:0], r.ivs, r.tmp)
+			r.ivs, r.merged = r.merged, r.ivs
 		}
-		for _, iv := range union(r.ivs) {
+		for _, iv := range r.ivs {
 			res.BusyNs[st] += iv.e - iv.s
 		}
 	}
@@ -445,4 +452,25 @@ func eachReplay(ix *index, fn func(k int, r *replay, err error)) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// mergeSorted appends to dst the union of a and b, each sorted by start
+// with overlapping or touching intervals allowed, as sorted disjoint
+// intervals.
+func mergeSorted(dst, a, b []interval) []interval {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		var iv interval
+		if j == len(b) || i < len(a) && a[i].s <= b[j].s {
+			iv, i = a[i], i+1
+		} else {
+			iv, j = b[j], j+1
+		}
+		if n := len(dst); n > 0 && iv.s <= dst[n-1].e {
+			dst[n-1].e = max(dst[n-1].e, iv.e)
+			continue
+		}
+		dst = append(dst, iv)
+	}
+	return dst
 }

@@ -1,20 +1,367 @@
 package analyze
 
-// Straggler is one compute op far slower than its (stage, kind) peers.
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// Straggler is one compute op far slower than its peers: the ops of the
+// same stage, chunk and kind over the analysed complete windows. The TP
+// ranks of a stage run the same op; a straggler is reported once, for the
+// rank whose copy took longest.
 type Straggler struct {
 	Step       int64
 	Pipeline   int
 	Stage      int
-	Rank       int
+	Rank       int // the rank of the stage whose copy of the op took longest
+	Chunk      int
 	MicroBatch int
-	Kind       string
-	DurMs      float64
-	ExpectedMs float64 // typical duration for its (stage, kind), scaled by tokens when known
-	Factor     float64 // DurMs / typical
-	Tokens     int64
-	Class      string  // "long_sequence" (explained by tokens) or "slow" (not)
-	DelayMs    float64 // how much later the step ended because of it (slow-car effect, replay)
+	Kind       string  // F, B or W
+	DurMs      float64 // measured duration
+	TypicalMs  float64 // median duration of its (stage, chunk, kind)
+	ExpectedMs float64 // what it should have taken: TypicalMs, or its tokens times the median ns per token when tokens are known
+	Factor     float64 // DurMs / ExpectedMs
+	Tokens     int64   // tokens of its micro-batch, 0 if unknown
+	Class      string  // StragglerSlow or StragglerLongSequence
+	// DelayMs is how much earlier its window (step, pipeline) would have
+	// ended had the op (on every TP rank of its stage) taken ExpectedMs when
+	// Class is "slow", TypicalMs when "long_sequence" (what balancing
+	// sequence lengths would buy): the replay of the window with measured
+	// durations minus the replay with that op shortened. It is >= 0, and 0
+	// when the op's slack absorbed it.
+	DelayMs float64
 }
 
-// analyzeStragglers fills Report.Stragglers.
-func analyzeStragglers(ix *index, rep *Report) {}
+// Straggler classes.
+const (
+	// StragglerSlow is an op slower than its tokens explain (or, without
+	// tokens, than its peers): a slow device, a preemption, a host stall.
+	StragglerSlow = "slow"
+	// StragglerLongSequence is an op long against its peers but as long as
+	// its micro-batch's tokens predict: sequence-length imbalance.
+	StragglerLongSequence = "long_sequence"
+)
+
+// Straggler thresholds. An op of duration d in a (stage, chunk, kind) group
+// of at least StragglerMinSamples ops with median med and median absolute
+// deviation mad is an outlier when
+//
+//	d > med + StragglerMADs*mad  and  d > StragglerRatio*med.
+//
+// The first test is robust to the group's noise (uniform jitter of ±J has
+// mad = J/2, so it never crosses med + 5 mad = 1 + 2.5 J); the second keeps
+// a group without noise (mad 0) from flagging ns of rounding. When every op
+// of the group records tokens, the same test runs on ns per token (median
+// rate r, deviation madR): expected = r*tokens, outlier when d > expected +
+// StragglerMADs*madR*tokens and d > StragglerRatio*expected. An op that is
+// an outlier per token is "slow"; one that is an outlier only by duration
+// is "long_sequence" (its tokens explain it). A group whose median is 0 (or
+// whose expected duration is 0) has no stragglers: a factor over 0 means
+// nothing.
+const (
+	StragglerMADs       = 5.0
+	StragglerRatio      = 1.25
+	StragglerMinSamples = 5
+	// MaxStragglers is how many stragglers a report keeps: those with the
+	// largest excess (duration minus the duration they are replayed at),
+	// each replayed once for its DelayMs.
+	MaxStragglers = 20
+)
+
+// maxChunks bounds the chunk ids that get their own group; compute ops of
+// other chunks (bad input) are left out of the typical durations.
+const maxChunks = 1024
+
+// opGroups holds the typical durations of compute ops per (stage, chunk,
+// kind) over the replayable windows of an index. Durations are ns.
+type opGroups struct {
+	p, v     int
+	n        []int
+	median   []float64 // ns
+	mad      []float64 // ns
+	perToken []bool    // every op of the group records tokens
+	rate     []float64 // median ns per token, when perToken
+	rateMAD  []float64 // ns per token
+}
+
+// group returns the group of row i, or -1 when it is not a compute op of a
+// stage in [0, p) and chunk in [0, v).
+func (g *opGroups) group(t *trace.Trace, i int) int {
+	var k int
+	switch t.Kind[i] {
+	case trace.F:
+		k = 0
+	case trace.B:
+		k = 1
+	case trace.W:
+		k = 2
+	default:
+		return -1
+	}
+	st, c := int(t.Stage[i]), int(t.Chunk[i])
+	if st < 0 || st >= g.p || c < 0 || c >= g.v {
+		return -1
+	}
+	return (st*g.v+c)*3 + k
+}
+
+// kindOfGroup returns the kind index (0 F, 1 B, 2 W) of group x.
+func kindOfGroup(x int) int { return x % 3 }
+
+func opDur(t *trace.Trace, i int) int64 { return max(t.EndNs[i]-t.StartNs[i], 0) }
+
+// newOpGroups computes the typical durations over ix's replayable windows.
+func newOpGroups(ix *index) *opGroups {
+	t := ix.t
+	g := &opGroups{p: ix.p, v: 1}
+	for _, w := range ix.windows {
+		if !replayable(w) {
+			continue
+		}
+		for _, i := range w.rows {
+			if c := t.Chunk[i]; t.Kind[i].IsCompute() && c >= 0 && c < maxChunks {
+				g.v = max(g.v, int(c)+1)
+			}
+		}
+	}
+	ng := g.p * g.v * 3
+	g.n, g.median, g.mad = make([]int, ng), make([]float64, ng), make([]float64, ng)
+	g.perToken, g.rate, g.rateMAD = make([]bool, ng), make([]float64, ng), make([]float64, ng)
+	for x := range g.perToken {
+		g.perToken[x] = true
+	}
+	// 1. Count, then lay every group's samples out in one slice (CSR).
+	for _, w := range ix.windows {
+		if !replayable(w) {
+			continue
+		}
+		for _, i := range w.rows {
+			if x := g.group(t, i); x >= 0 {
+				g.n[x]++
+				if t.Tokens[i] <= 0 {
+					g.perToken[x] = false
+				}
+			}
+		}
+	}
+	off := make([]int, ng+1)
+	for x := range ng {
+		off[x+1] = off[x] + g.n[x]
+	}
+	durs := make([]float64, off[ng])
+	rates := make([]float64, off[ng])
+	fill := slices.Clone(off[:ng])
+	for _, w := range ix.windows {
+		if !replayable(w) {
+			continue
+		}
+		for _, i := range w.rows {
+			x := g.group(t, i)
+			if x < 0 {
+				continue
+			}
+			d := float64(opDur(t, i))
+			durs[fill[x]] = d
+			if g.perToken[x] {
+				rates[fill[x]] = d / float64(t.Tokens[i])
+			}
+			fill[x]++
+		}
+	}
+	// 2. Median and MAD of each group.
+	var dev []float64
+	for x := range ng {
+		if g.n[x] == 0 {
+			g.perToken[x] = false
+			continue
+		}
+		g.median[x], g.mad[x], dev = medianMAD(durs[off[x]:off[x+1]], dev)
+		if g.perToken[x] {
+			g.rate[x], g.rateMAD[x], dev = medianMAD(rates[off[x]:off[x+1]], dev)
+		}
+	}
+	return g
+}
+
+// medianMAD sorts xs in place and returns its median and median absolute
+// deviation; buf is scratch, returned for reuse.
+func medianMAD(xs, buf []float64) (med, mad float64, _ []float64) {
+	slices.Sort(xs)
+	med = sortedMedian(xs)
+	buf = buf[:0]
+	for _, x := range xs {
+		buf = append(buf, math.Abs(x-med))
+	}
+	slices.Sort(buf)
+	return med, sortedMedian(buf), buf
+}
+
+func sortedMedian(s []float64) float64 {
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// judge classifies row i of group x: class "" when it is no straggler;
+// expected and typical in ns.
+func (g *opGroups) judge(t *trace.Trace, i, x int) (class string, expected, typical float64) {
+	med := g.median[x]
+	if g.n[x] < StragglerMinSamples || med <= 0 {
+		return "", 0, 0
+	}
+	d := float64(opDur(t, i))
+	plain := d > med+StragglerMADs*g.mad[x] && d > StragglerRatio*med
+	tok := float64(t.Tokens[i])
+	e := g.rate[x] * tok
+	if !g.perToken[x] || e <= 0 {
+		if plain {
+			return StragglerSlow, med, med
+		}
+		return "", 0, 0
+	}
+	switch {
+	case d > e+StragglerMADs*g.rateMAD[x]*tok && d > StragglerRatio*e:
+		return StragglerSlow, e, med
+	case plain:
+		return StragglerLongSequence, e, med
+	}
+	return "", 0, 0
+}
+
+// stragglerCand is a straggler found, before its replay.
+type stragglerCand struct {
+	win    int // index in ix.windows
+	row    int
+	target int64 // ns it is replayed at
+	s      Straggler
+}
+
+// analyzeStragglers fills Report.Stragglers: outliers by the thresholds
+// above over the complete windows, one per op (the longest TP copy), at
+// most MaxStragglers (the largest excesses), sorted by DelayMs, then
+// excess, descending, then by step, pipeline, stage, micro-batch, kind.
+func analyzeStragglers(ix *index, rep *Report) {
+	rep.Stragglers = findStragglers(ix, newOpGroups(ix))
+}
+
+func findStragglers(ix *index, g *opGroups) []Straggler {
+	t := ix.t
+	// 1. Candidates, every TP copy.
+	var cs []stragglerCand
+	for k, w := range ix.windows {
+		if !replayable(w) {
+			continue
+		}
+		for _, i := range w.rows {
+			x := g.group(t, i)
+			if x < 0 {
+				continue
+			}
+			class, exp, typ := g.judge(t, i, x)
+			if class == "" {
+				continue
+			}
+			d := opDur(t, i)
+			target := exp
+			if class == StragglerLongSequence {
+				target = typ
+			}
+			cs = append(cs, stragglerCand{win: k, row: i, target: min(int64(math.Round(target)), d), s: Straggler{
+				Step: w.step, Pipeline: int(w.pipeline), Stage: int(t.Stage[i]), Rank: int(t.Rank[i]),
+				Chunk: int(t.Chunk[i]), MicroBatch: int(t.MicroBatch[i]), Kind: t.Kind[i].String(),
+				DurMs: float64(d) / 1e6, TypicalMs: typ / 1e6, ExpectedMs: exp / 1e6, Factor: float64(d) / exp,
+				Tokens: t.Tokens[i], Class: class,
+			}})
+		}
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	// 2. One per op: the longest copy over the stage's TP ranks.
+	sameOp := func(a, b *stragglerCand) int {
+		return cmp.Or(cmp.Compare(a.win, b.win), cmp.Compare(a.s.Stage, b.s.Stage), cmp.Compare(a.s.Chunk, b.s.Chunk),
+			cmp.Compare(a.s.MicroBatch, b.s.MicroBatch), cmp.Compare(t.Kind[a.row], t.Kind[b.row]))
+	}
+	slices.SortFunc(cs, func(a, b stragglerCand) int {
+		return cmp.Or(sameOp(&a, &b), cmp.Compare(b.s.DurMs, a.s.DurMs), cmp.Compare(a.s.Rank, b.s.Rank))
+	})
+	cs = slices.CompactFunc(cs, func(a, b stragglerCand) bool { return sameOp(&a, &b) == 0 })
+	// 3. Keep the largest excesses.
+	excess := func(c *stragglerCand) int64 { return opDur(t, c.row) - c.target }
+	slices.SortStableFunc(cs, func(a, b stragglerCand) int { return cmp.Compare(excess(&b), excess(&a)) })
+	cs = cs[:min(len(cs), MaxStragglers)]
+	// 4. Replay each one's window with the op at its target.
+	byWin := map[int][]int{}
+	var wins []int
+	for j, c := range cs {
+		if byWin[c.win] == nil {
+			wins = append(wins, c.win)
+		}
+		byWin[c.win] = append(byWin[c.win], j)
+	}
+	slices.Sort(wins)
+	for _, k := range wins {
+		r, err := newReplay(t, ix.windows[k], ix.p)
+		if err != nil {
+			continue // DelayMs stays 0: the window cannot be re-timed
+		}
+		base := r.run(r.measuredDur()).WindowNs()
+		for _, j := range byWin[k] {
+			c := &cs[j]
+			dur := r.measuredDur()
+			for op := range r.numOps() {
+				row := r.row(op)
+				if t.Kind[row] == t.Kind[c.row] && t.Stage[row] == t.Stage[c.row] && t.Chunk[row] == t.Chunk[c.row] &&
+					t.MicroBatch[row] == t.MicroBatch[c.row] {
+					dur[op] = min(dur[op], c.target)
+				}
+			}
+			c.s.DelayMs = float64(base-r.run(dur).WindowNs()) / 1e6
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b stragglerCand) int {
+		return cmp.Or(cmp.Compare(b.s.DelayMs, a.s.DelayMs), cmp.Compare(excess(&b), excess(&a)),
+			cmp.Compare(a.s.Step, b.s.Step), cmp.Compare(a.s.Pipeline, b.s.Pipeline), cmp.Compare(a.s.Stage, b.s.Stage),
+			cmp.Compare(a.s.MicroBatch, b.s.MicroBatch), cmp.Compare(a.s.Kind, b.s.Kind))
+	})
+	out := make([]Straggler, len(cs))
+	for j, c := range cs {
+		out[j] = c.s
+	}
+	return out
+}
+
+// stragglersFindings reports the stragglers that cost the most: one
+// STRAGGLER finding for each of the (up to) three with the largest DelayMs,
+// "warning" for a slow op that delayed its step, "info" otherwise (a long
+// sequence, or an op whose slack absorbed it). ImpactMs is the DelayMs: the
+// time lost in the one step it struck.
+func stragglersFindings(_ *index, rep *Report) []Finding {
+	var out []Finding
+	for j, s := range rep.Stragglers {
+		if j == 3 {
+			break
+		}
+		sev := "info"
+		if s.Class == StragglerSlow && s.DelayMs > 0 {
+			sev = "warning"
+		}
+		why := fmt.Sprintf("%.1fx its expected %.3g ms", s.Factor, s.ExpectedMs)
+		if s.Class == StragglerLongSequence {
+			why = fmt.Sprintf("%.1fx the typical %.3g ms, explained by its %d tokens", s.DurMs/s.TypicalMs, s.TypicalMs, s.Tokens)
+		}
+		out = append(out, Finding{Severity: sev, Code: CodeStraggler, ImpactMs: s.DelayMs,
+			Message: fmt.Sprintf("step %d, pipeline %d, stage %d (rank %d): %s of micro-batch %d took %.3g ms, %s; it delayed the step by %.3g ms",
+				s.Step, s.Pipeline, s.Stage, s.Rank, s.Kind, s.MicroBatch, s.DurMs, why, s.DelayMs)})
+	}
+	return out
+}
