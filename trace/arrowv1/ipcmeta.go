@@ -28,6 +28,7 @@ type msgInfo struct {
 	rows       int64      // record batch (or dictionary batch) length
 	buffers    [][2]int64 // (offset, length) of each body buffer
 	compressed bool       // buffers start with their uncompressed length
+	codec      byte       // codecLZ4 or codecZSTD, when compressed
 	variadic   []int64
 }
 
@@ -212,7 +213,7 @@ func verifyRecordBatch(f *fbuf, rb fbTable, info *msgInfo) error {
 		if method != 0 {
 			return fmt.Errorf("unknown body compression method %d", method)
 		}
-		info.compressed = true
+		info.compressed, info.codec = true, codec
 	}
 	vStart, nv, err := f.vector(rb, 4, 8)
 	if err != nil {
@@ -244,8 +245,14 @@ func (info *msgInfo) checkBody(body []byte) error {
 		if n < 8 {
 			return fmt.Errorf("compressed buffer %d: %d bytes, too short for its length prefix", i, n)
 		}
-		if size := int64(binary.LittleEndian.Uint64(body[off:])); size < -1 {
+		size := int64(binary.LittleEndian.Uint64(body[off:]))
+		if size < -1 {
 			return fmt.Errorf("compressed buffer %d: uncompressed length %d", i, size)
+		}
+		if size >= 0 && info.codec == codecZSTD {
+			if err := checkZstd(body[off+8:off+n], size); err != nil {
+				return fmt.Errorf("compressed buffer %d: %w", i, err)
+			}
 		}
 	}
 	return nil
