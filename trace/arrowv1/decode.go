@@ -197,7 +197,9 @@ func (d *decoder) decodeBatch(t *trace.Trace, rec arrow.RecordBatch, b *binding)
 		cols[c] = a
 	}
 	base := t.Len()
-	t.Grow(n)
+	if cap(t.Rank)-base < n {
+		t.Grow(max(n, base)) // trace.Grow is exact: double to amortize
+	}
 	// The rank comes first: row errors name it.
 	rank, err := required(cols[colRank], base, t, "rank")
 	if err != nil {

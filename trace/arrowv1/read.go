@@ -47,8 +47,9 @@ type Result struct {
 // unusable (a killed job writing the file format) is read as the stream
 // embedded after its magic, and is always Truncated.
 //
-// Errors: ErrNotArrow for input that is not Arrow IPC; ErrNoSchema (wrapped)
-// for input cut before the end of the schema; a message that is all there
+// Errors: ErrNotArrow for input that is not Arrow IPC (a legacy-framed
+// stream cut inside its first message also looks like that); ErrNoSchema
+// for Arrow input cut before the end of the schema; a message that is all there
 // but corrupt gives "decoding batch N: ..." (N counts from 0); metadata
 // without ppprof.schema gives "not a ppprof trace", a newer schema major
 // version a *trace.SchemaVersionError; a column of the wrong type or a
@@ -57,7 +58,8 @@ type Result struct {
 // cannot make it hold more than 64 MiB + 64*len(data) bytes of decoded
 // buffers. On error the Result is nil.
 //
-// The returned trace shares no memory with data.
+// The returned trace shares no memory with data. Read is safe for
+// concurrent use.
 func Read(data []byte) (*Result, error) {
 	return read(data, memory.DefaultAllocator)
 }
