@@ -623,6 +623,10 @@ func (cs *conformanceState) checkSync(out *Conformance, best *conformanceCand) {
 		seenF = seenF[:cs.p*cw.m]
 		clear(seenF)
 		stageState := make([]int8, cs.p) // 0: no rank, 1: all finished, -1: some did not
+		kinds := []trace.Kind{trace.F, trace.B}
+		if cs.split || sched != nil && sched.split {
+			kinds = append(kinds, trace.W)
+		}
 		for k := range cw.ranks {
 			r := &cw.ranks[k]
 			if r.finished && stageState[r.stage] >= 0 {
@@ -654,10 +658,6 @@ func (cs *conformanceState) checkSync(out *Conformance, best *conformanceCand) {
 						reach = ps
 					}
 				}
-			}
-			kinds := []trace.Kind{trace.F, trace.B}
-			if cs.split || sched != nil && sched.split {
-				kinds = append(kinds, trace.W)
 			}
 			for _, kd := range kinds {
 				for c := 0; c < cs.v; c++ {
