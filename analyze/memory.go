@@ -259,7 +259,7 @@ func memoryFindings(_ *index, rep *Report) []Finding {
 		s.Stage, s.Peak, rep.Job.Schedule, s.Bound, n, len(rep.Memory.Stages))
 	if s.PeakActivationBytes > 0 && s.Peak > 0 {
 		extra := float64(s.PeakActivationBytes) * float64(s.Peak-s.Bound) / float64(s.Peak)
-		msg += fmt.Sprintf("; about %.3g MB of activations more than planned", extra/1e6)
+		msg += fmt.Sprintf("; about %s MB of activations more than planned", p2pNum(extra/1e6))
 	}
 	return []Finding{{Severity: "warning", Code: CodeActivationOverBound, Message: msg}}
 }

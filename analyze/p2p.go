@@ -396,8 +396,8 @@ func p2pFindings(_ *index, rep *Report) []Finding {
 		}
 	}
 	if step := rep.StepMs; worst >= 0 && step > 0 && worstMs > p2pExposedShare*step {
-		msg := fmt.Sprintf("stage %d waits %.3g ms per step on P2P transfers in its steady phase (%.1f%% of the %.3g ms step; %.3g ms over all stages)",
-			rep.Stages[worst].Stage, worstMs, 100*worstMs/step, step, rep.P2P.ExposedMs)
+		msg := fmt.Sprintf("stage %d waits %s ms per step on P2P transfers in its steady phase (%.1f%% of the %s ms step; %s ms over all stages)",
+			rep.Stages[worst].Stage, p2pNum(worstMs), 100*worstMs/step, p2pNum(step), p2pNum(rep.P2P.ExposedMs))
 		var wb *Boundary
 		for i := range rep.P2P.Boundaries {
 			if b := &rep.P2P.Boundaries[i]; b.ExposedMs > 0 && (wb == nil || b.ExposedMs > wb.ExposedMs) {
@@ -405,9 +405,9 @@ func p2pFindings(_ *index, rep *Report) []Finding {
 			}
 		}
 		if wb != nil {
-			msg += fmt.Sprintf("; worst boundary %d->%d (%s) %.3g ms", wb.From, wb.To, wb.Kind, wb.ExposedMs)
+			msg += fmt.Sprintf("; worst boundary %d->%d (%s) %s ms", wb.From, wb.To, wb.Kind, p2pNum(wb.ExposedMs))
 			if wb.GBps > 0 {
-				msg += fmt.Sprintf(" at %.3g GB/s", wb.GBps)
+				msg += fmt.Sprintf(" at %s GB/s", p2pNum(wb.GBps))
 			}
 		}
 		out = append(out, Finding{Severity: "warning", Code: CodeP2PExposed, Message: msg, ImpactMs: worstMs})
@@ -431,8 +431,17 @@ func p2pFindings(_ *index, rep *Report) []Finding {
 	}
 	if mb != nil {
 		out = append(out, Finding{Severity: "info", Code: CodeP2PBytesMismatch,
-			Message: fmt.Sprintf("boundary %d->%d (%s) moves %.4g MB per step, %.0f%% of the %.4g MB its shapes and the schedule imply (%d boundaries differ by more than %.0f%%)",
-				mb.From, mb.To, mb.Kind, mb.BytesPerStep/1e6, 100*mb.BytesPerStep/mb.ModelBytesPerStep, mb.ModelBytesPerStep/1e6, n, 100*p2pMismatchTolerance)})
+			Message: fmt.Sprintf("boundary %d->%d (%s) moves %s MB per step, %.0f%% of the %s MB its shapes and the schedule imply (%d boundaries differ by more than %.0f%%)",
+				mb.From, mb.To, mb.Kind, p2pNum(mb.BytesPerStep/1e6), 100*mb.BytesPerStep/mb.ModelBytesPerStep, p2pNum(mb.ModelBytesPerStep/1e6), n, 100*p2pMismatchTolerance)})
 	}
 	return out
+}
+
+// p2pNum formats a quantity for a finding's message: three significant
+// digits below 100, whole numbers above (no exponents).
+func p2pNum(x float64) string {
+	if math.Abs(x) >= 100 {
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(x, 'g', 3, 64)
 }
