@@ -229,7 +229,7 @@ func newConformanceState(ix *index) *conformanceState {
 	mComplete := 0
 	for wi, g := range ix.windows {
 		cw := conformanceWindow{g: g}
-		cw.ranks = conformanceGroup(t, g.rows)
+		cw.ranks = conformanceGroup(t, g.rows, ix.p)
 		for k := range cw.ranks {
 			r := &cw.ranks[k]
 			for _, i := range r.rows {
@@ -281,8 +281,9 @@ func (cs *conformanceState) sizeOK(m int) bool {
 
 // conformanceGroup splits a window's rows by rank, keeping each rank's rows
 // in trace (seq) order. Rows already grouped by rank (a trace sorted by
-// rank and seq) are sliced without copying.
-func conformanceGroup(t *trace.Trace, rows []int) []conformanceRank {
+// rank and seq) are sliced without copying. A rank whose stage is outside
+// [0, p) (a trace that skipped validation) is left out.
+func conformanceGroup(t *trace.Trace, rows []int, p int) []conformanceRank {
 	sorted := true
 	for k := 1; k < len(rows); k++ {
 		if t.Rank[rows[k]] < t.Rank[rows[k-1]] {
@@ -301,7 +302,9 @@ func conformanceGroup(t *trace.Trace, rows []int) []conformanceRank {
 			hi++
 		}
 		i := rows[lo]
-		out = append(out, conformanceRank{rank: t.Rank[i], stage: int(t.Stage[i]), rows: rows[lo:hi:hi], opt: -1})
+		if st := int(t.Stage[i]); st >= 0 && st < p {
+			out = append(out, conformanceRank{rank: t.Rank[i], stage: st, rows: rows[lo:hi:hi], opt: -1})
+		}
 		lo = hi
 	}
 	return out
