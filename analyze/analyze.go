@@ -271,14 +271,14 @@ func countMicroBatches(t *trace.Trace) int {
 // theoretical is the bubble of the identified schedule (or, failing that,
 // the one the metadata names) with uniform stages and free communication.
 func theoretical(ix *index, rep *Report) *float64 {
-	name := rep.Schedule.Identified
+	name, v := rep.Schedule.Identified, rep.Schedule.Virtual
 	if name == "" {
-		name = rep.Job.Schedule
+		name, v = rep.Job.Schedule, rep.Job.Virtual
 	}
 	if name == "" || rep.Job.PP == 0 || rep.Job.MicroBatches == 0 {
 		return nil
 	}
-	s, err := schedule.New(name, rep.Job.PP, rep.Job.MicroBatches, max(rep.Job.Virtual, 1))
+	s, err := schedule.New(name, rep.Job.PP, rep.Job.MicroBatches, max(v, 1))
 	if err != nil {
 		return nil
 	}

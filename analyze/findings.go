@@ -16,7 +16,11 @@ const (
 )
 
 // collectFindings derives findings from the filled report.
-func collectFindings(ix *index, rep *Report) []Finding { return nil }
+func collectFindings(ix *index, rep *Report) []Finding {
+	var fs []Finding
+	fs = append(fs, conformanceFindings(ix, rep)...)
+	return fs
+}
 
 var severityRank = map[string]int{"error": 0, "warning": 1, "info": 2}
 
