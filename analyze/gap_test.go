@@ -212,3 +212,59 @@ func TestGapFindingsNoTheory(t *testing.T) {
 		t.Errorf("bubble 0.25: findings %+v", fs)
 	}
 }
+
+// BenchmarkReplayPasses times imbalance, stragglers and gap attribution
+// (about eight replays of every window) on a 1F1B trace of 8 stages, 64
+// micro-batches, 32 steps, DP 2, TP 2 (about 530k rows).
+func BenchmarkReplayPasses(b *testing.B) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 8, MicroBatches: 64, Steps: 32, DP: 2, TP: 2, Jitter: 0.1,
+		P2PLatencyUs: 20, P2PGbps: 100, SlowStage: 3, SlowFactor: 1.2,
+		Stragglers: []sim.Straggler{{Step: -1, MicroBatch: 7, Stage: 3, Factor: 3}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ix := newIndex(tr, Options{Step: AllSteps})
+	th := 7.0 / 71
+	b.ReportMetric(float64(tr.Len()), "rows")
+	b.ResetTimer()
+	for range b.N {
+		rep := Report{Bubble: Bubble{Theoretical: &th}}
+		analyzeImbalance(ix, &rep)
+		analyzeStragglers(ix, &rep)
+		attributeGap(ix, &rep)
+	}
+}
+
+// TestReplayPassesWeird: imbalance, stragglers and the gap attribution
+// degrade gracefully on traces the replay cannot or can barely re-time.
+func TestReplayPassesWeird(t *testing.T) {
+	skip := trace.MustKind("OPT_SKIP")
+	cases := map[string][]handOp{
+		"only unmatched P2P": {{0, trace.SendF, 0, 1, 0, 0, 5}, {1, trace.RecvB, 0, 0, 0, 0, 5}},
+		"end before start":   {{0, trace.F, 0, -1, 0, 10, 5}, {1, trace.F, 0, -1, 0, 5, 20}},
+		"zero durations":     {{0, trace.F, 0, -1, 0, 0, 0}, {0, trace.B, 0, -1, 0, 0, 0}, {1, trace.F, 0, -1, 0, 0, 0}},
+		"other kinds only":   {{0, trace.Opt, -1, -1, 0, 0, 5}, {1, skip, -1, -1, 0, 0, 0}},
+		"single op":          {{0, trace.W, 3, -1, 0, 0, 7}},
+		"self send":          {{0, trace.SendF, 0, 0, 0, 0, 1}, {0, trace.RecvF, 0, 0, 0, 0, 1}, {0, trace.F, 0, -1, 1, 1, 4}},
+		"recv before send":   {{0, trace.RecvF, 0, 0, 0, 0, 1}, {0, trace.SendF, 0, 0, 0, 0, 1}},
+	}
+	for name, ops := range cases {
+		tr := handTrace(ops)
+		tr.Meta.Schedule, tr.Meta.PP, tr.Meta.MicroBatches = "1f1b", 2, 1
+		tr.Chunk[0] = 1 << 20 // a chunk id no schedule has
+		rep, err := Run(tr, Options{Step: AllSteps})
+		if err != nil {
+			continue
+		}
+		ix := newIndex(tr, Options{Step: AllSteps})
+		_ = imbalanceFindings(ix, rep)
+		_ = stragglersFindings(ix, rep)
+		_ = gapFindings(ix, rep)
+		if g := rep.Bubble.Gap; g != nil && math.Abs(partsSum(g)-g.Gap) > 1e-9 {
+			t.Errorf("%s: parts %v != gap %v", name, partsSum(g), g.Gap)
+		}
+		if im := rep.Imbalance; math.IsNaN(im.ExcessFrac) || math.IsNaN(im.BalancedStepMs) || math.IsInf(im.FBMs, 0) {
+			t.Errorf("%s: imbalance %+v", name, im)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/ppprof/ppprof/trace"
@@ -187,28 +188,82 @@ func newOpGroups(ix *index) *opGroups {
 	return g
 }
 
-// medianMAD sorts xs in place and returns its median and median absolute
-// deviation; buf is scratch, returned for reuse.
+// medianMAD returns the median and the median absolute deviation of xs,
+// reordering xs; buf is scratch, returned for reuse. Linear time on
+// average (selection, not sorting).
 func medianMAD(xs, buf []float64) (med, mad float64, _ []float64) {
-	slices.Sort(xs)
-	med = sortedMedian(xs)
+	med = selectMedian(xs)
 	buf = buf[:0]
 	for _, x := range xs {
 		buf = append(buf, math.Abs(x-med))
 	}
-	slices.Sort(buf)
-	return med, sortedMedian(buf), buf
+	return med, selectMedian(buf), buf
 }
 
-func sortedMedian(s []float64) float64 {
-	n := len(s)
+// selectMedian returns the median of xs (the mean of the two middle values
+// when len(xs) is even; 0 when empty), reordering xs.
+func selectMedian(xs []float64) float64 {
+	n := len(xs)
 	if n == 0 {
 		return 0
 	}
+	hi := selectKth(xs, n/2)
 	if n%2 == 1 {
-		return s[n/2]
+		return hi
 	}
-	return (s[n/2-1] + s[n/2]) / 2
+	// After selection xs[:n/2] holds the n/2 smallest: the lower middle
+	// value is their maximum.
+	lo := xs[0]
+	for _, x := range xs[1 : n/2] {
+		lo = max(lo, x)
+	}
+	return (lo + hi) / 2
+}
+
+// selectKth reorders xs so that xs[k] is the value a sort would put there,
+// with nothing larger before it and nothing smaller after, and returns it.
+// Quickselect with a median-of-three pivot; a range that shrinks too slowly
+// is sorted instead, so the worst case is O(n log n).
+func selectKth(xs []float64, k int) float64 {
+	lo, hi := 0, len(xs)-1
+	budget := 2 * bits.Len(uint(len(xs)))
+	for hi-lo > 16 {
+		if budget == 0 {
+			slices.Sort(xs[lo : hi+1])
+			return xs[k]
+		}
+		budget--
+		mid := lo + (hi-lo)/2
+		if xs[mid] < xs[lo] {
+			xs[mid], xs[lo] = xs[lo], xs[mid]
+		}
+		if xs[hi] < xs[lo] {
+			xs[hi], xs[lo] = xs[lo], xs[hi]
+		}
+		if xs[hi] < xs[mid] {
+			xs[hi], xs[mid] = xs[mid], xs[hi]
+		}
+		pivot := xs[mid]
+		// Hoare partition: xs[lo..j] <= pivot <= xs[j+1..hi].
+		i, j := lo-1, hi+1
+		for {
+			for i++; xs[i] < pivot; i++ {
+			}
+			for j--; xs[j] > pivot; j-- {
+			}
+			if i >= j {
+				break
+			}
+			xs[i], xs[j] = xs[j], xs[i]
+		}
+		if k <= j {
+			hi = j
+		} else {
+			lo = j + 1
+		}
+	}
+	slices.Sort(xs[lo : hi+1])
+	return xs[k]
 }
 
 // judge classifies row i of group x: class "" when it is no straggler;

@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"math"
+	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/ppprof/ppprof/sim"
@@ -231,5 +233,28 @@ func BenchmarkStragglers(b *testing.B) {
 	for range b.N {
 		var rep Report
 		analyzeStragglers(ix, &rep)
+	}
+}
+
+// TestSelectMedian checks selection against sorting on seeded random
+// slices of every length up to 200, with many ties and without.
+func TestSelectMedian(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for n := 0; n <= 200; n++ {
+		for _, levels := range []int{3, 1 << 30} {
+			xs := make([]float64, n)
+			for i := range xs {
+				xs[i] = float64(rng.Intn(levels))
+			}
+			s := slices.Clone(xs)
+			slices.Sort(s)
+			want := 0.0
+			if n > 0 {
+				want = (s[(n-1)/2] + s[n/2]) / 2
+			}
+			if got := selectMedian(xs); got != want {
+				t.Fatalf("n %d levels %d: median %v, want %v", n, levels, got, want)
+			}
+		}
 	}
 }
