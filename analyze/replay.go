@@ -44,8 +44,9 @@ import (
 // durations).
 //
 // Building a replay is O(n log n) in the window's rows (one sort when the
-// rows are out of (rank, seq) order); each run is O(n), O(n log n) for the
-// busy time of stages with several (TP) ranks.
+// rows are out of (rank, seq) order); each run is O(n x TP) (the busy time
+// of a stage merges its ranks' intervals one rank at a time). A replay
+// reuses scratch memory between runs: it is not safe for concurrent use.
 type replay struct {
 	t     *trace.Trace
 	p     int   // stages of the trace
