@@ -64,6 +64,7 @@ file or stream (as the collector writes), CSV, JSONL, optionally gzipped.`,
 		newCmdConvert(stdout, stderr),
 		newCmdAnalyze(stdout, stderr),
 		newCmdDiff(stdout, stderr),
+		newCmdHang(stdout, stderr),
 	)
 	return root
 }

@@ -1,0 +1,246 @@
+package hang
+
+import (
+	"fmt"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// analysis is the state of one Run. Rows are ordered by (rank, seq); ranks
+// are indexed densely by id.
+type analysis struct {
+	t   *trace.Trace
+	opt Options
+	rep *Report
+
+	ranks []rankInfo // index: rank id; len: the job's ranks (world size, or highest id + 1)
+
+	// Matching (match.go).
+	partner []int32 // per row: the matched row of a P2P op, -1
+	chans   []channel
+	pairMM  []pairMismatch // per channel and kind, the first mismatched pair
+
+	// Schedule check (program.go).
+	divs []Divergence // per diverging rank, its first departure; by rank
+
+	// Wait-for graph (graph.go).
+	barriers  []barrier
+	barrierOf map[int64]int32 // step -> index in barriers
+	cycles    [][]int32       // node lists of the cycles found (SCCs of size > 1)
+	reached   []bool          // per node: reachable from a blocked rank
+}
+
+// termKind says why a node of the wait-for graph waits for nobody.
+type termKind uint8
+
+const (
+	termNone    termKind = iota // waits for another node, or is not blocked
+	termCompute                 // in compute (or another non-P2P, non-OPT op) that never ended
+	termStopped                 // nothing pending (exited, silent, or done)
+	termAbsent                  // no events
+	termStuck                   // in a matched pair that never completed, with the peer gone on
+	termBadPair                 // in a matched pair whose byte counts differ: it can never complete
+	termBarrier                 // an optimizer barrier every rank has reached (it never completed)
+)
+
+// rankInfo is what the analysis knows about one rank.
+type rankInfo struct {
+	present  bool
+	lo, hi   int // its rows [lo, hi)
+	stage    trace.Stage
+	pipe, tp int32
+
+	lastDone    int   // row of its last completed op (by seq), -1
+	block       int   // row of the op it is blocked in, -1
+	pending     int   // ops with a null end
+	maxIssue    int64 // latest issue time: its last sign of life
+	maxStep     int64 // highest step of its rows, -1
+	lastOptStep int64 // highest step of its OPT/OPT_SKIP rows, -1
+	state       State
+
+	truncated bool
+	bytesLost int64
+	lost      bool
+	lostWhy   string
+
+	waitsFor int32 // graph node it waits for, -1
+	term     termKind
+}
+
+// newAnalysis indexes t's ranks and fixes the dump time.
+func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
+	a := &analysis{t: t, opt: opt, rep: &Report{Waiting: map[State]int{}}}
+	m := t.Meta
+	a.rep.Job = Job{WorldSize: m.WorldSize, PP: m.PP, DP: m.DP, TP: m.TP, Virtual: m.Virtual,
+		MicroBatches: m.MicroBatches, Schedule: m.Schedule, Events: t.Len()}
+	if opt.WorldSize > 0 {
+		a.rep.Job.WorldSize = opt.WorldSize
+	}
+	maxRank := int64(-1)
+	latest := int64(trace.NoTime)
+	for i := 0; i < t.Len(); i++ {
+		maxRank = max(maxRank, int64(t.Rank[i]), int64(t.Peer[i]))
+		latest = max(latest, t.IssueNs[i], t.StartNs[i], t.EndNs[i])
+	}
+	if maxRank >= MaxRanks {
+		return nil, rankError(maxRank)
+	}
+	n := int(maxRank) + 1
+	if w := a.rep.Job.WorldSize; w > 0 {
+		if w > MaxRanks {
+			a.note("world size %d is more than %d: ranks without events beyond %d are not listed", w, MaxRanks, n-1)
+		} else {
+			n = max(n, w)
+		}
+		if int64(w) <= maxRank {
+			a.note("the trace has rank %d but world_size is %d", maxRank, w)
+		}
+	}
+	a.rep.DumpNs = latest
+	if opt.DumpNs != 0 {
+		a.rep.DumpNs, a.rep.DumpGiven = opt.DumpNs, true
+	}
+	if m.DroppedEvents > 0 {
+		a.note("the collector dropped %d events (buffer full): ops may be unmatched for that reason", m.DroppedEvents)
+	}
+	a.ranks = make([]rankInfo, n)
+	for r := range a.ranks {
+		ri := &a.ranks[r]
+		ri.lastDone, ri.block, ri.maxStep, ri.lastOptStep, ri.waitsFor = -1, -1, -1, -1, -1
+		ri.stage, ri.pipe, ri.tp = a.layout(trace.Rank(r))
+	}
+	for _, f := range opt.Files {
+		for _, r := range f.Ranks {
+			if r < 0 || int(r) >= n {
+				continue
+			}
+			ri := &a.ranks[r]
+			ri.truncated = ri.truncated || f.Truncated
+			ri.bytesLost += f.BytesLost
+			if f.BytesLost > 0 && !ri.lost {
+				ri.lost = true
+				ri.lostWhy = fmt.Sprintf("its file %s was cut off: %d bytes after its last complete batch were lost", f.Path, f.BytesLost)
+			}
+		}
+	}
+	return a, nil
+}
+
+// note adds a line to the report's notes.
+func (a *analysis) note(format string, args ...any) {
+	a.rep.Notes = append(a.rep.Notes, fmt.Sprintf(format, args...))
+}
+
+// layout returns the stage, pipeline and TP rank of r from the metadata's
+// Megatron numbering (rank = (stage*dp + pipeline)*tp + tp_rank), or -1s
+// when pp is unknown. Ranks with events take theirs from their rows.
+func (a *analysis) layout(r trace.Rank) (trace.Stage, int32, int32) {
+	j := a.rep.Job
+	if j.PP <= 0 {
+		return -1, -1, -1
+	}
+	dp, tp := max(j.DP, 1), max(j.TP, 1)
+	if int(r) >= j.PP*dp*tp {
+		return -1, -1, -1
+	}
+	return trace.Stage(int(r) / (dp * tp)), int32(int(r) / tp % dp), int32(int(r) % tp)
+}
+
+// isOpt reports whether k is an optimizer step (OPT or OPT_SKIP).
+func isOpt(k trace.Kind) bool { return k == trace.Opt || k == KindOptSkip }
+
+// scanRanks fills each rank's row range, last completed op, pending ops and
+// the op it is blocked in, and its state before the wait-for graph refines
+// stopped ranks into done, exited or silent.
+func (a *analysis) scanRanks() {
+	t := a.t
+	for lo := 0; lo < t.Len(); {
+		r := t.Rank[lo]
+		hi := lo
+		ri := &a.ranks[r]
+		firstSend := -1
+		for ; hi < t.Len() && t.Rank[hi] == r; hi++ {
+			k := t.Kind[hi]
+			ri.maxIssue = max(ri.maxIssue, t.IssueNs[hi])
+			ri.maxStep = max(ri.maxStep, t.Step[hi])
+			if isOpt(k) {
+				ri.lastOptStep = max(ri.lastOptStep, t.Step[hi])
+			}
+			if t.EndNs[hi] != trace.NoTime {
+				ri.lastDone = hi
+				continue
+			}
+			ri.pending++
+			switch {
+			case k.IsSend():
+				if firstSend < 0 {
+					firstSend = hi
+				}
+			case ri.block < 0:
+				ri.block = hi
+			}
+		}
+		ri.present, ri.lo, ri.hi = true, lo, hi
+		ri.stage, ri.pipe, ri.tp = t.Stage[lo], t.Pipeline[lo], t.TPRank[lo]
+		switch {
+		case ri.block >= 0 && isOpt(t.Kind[ri.block]):
+			ri.state = StateBarrier
+		case ri.block >= 0 && t.Kind[ri.block].IsRecv():
+			ri.state = StateRecv
+		case ri.block >= 0:
+			ri.state = StateCompute
+		case firstSend >= 0:
+			ri.block, ri.state = firstSend, StateSend
+		default:
+			ri.state = StateDone
+		}
+		lo = hi
+	}
+	for r := range a.ranks {
+		if !a.ranks[r].present {
+			a.ranks[r].state = StateAbsent
+		} else {
+			a.rep.Job.RanksPresent++
+		}
+	}
+}
+
+// event returns row i as an Event the report may keep.
+func (a *analysis) event(i int) *trace.Event {
+	if i < 0 {
+		return nil
+	}
+	e := a.t.At(i)
+	return &e
+}
+
+// describeRank says "rank 5 (stage 1)", or "rank 5" when the stage is
+// unknown.
+func (a *analysis) describeRank(r trace.Rank) string {
+	if r < 0 || int(r) >= len(a.ranks) || a.ranks[r].stage < 0 {
+		return fmt.Sprintf("rank %d", r)
+	}
+	return fmt.Sprintf("rank %d (stage %d)", r, a.ranks[r].stage)
+}
+
+// describeOp says "RECV_F mb 6 of step 12 from rank 4".
+func describeOp(e *trace.Event) string {
+	s := e.Kind.String()
+	if e.MicroBatch != trace.NoMicroBatch {
+		s += fmt.Sprintf(" mb %d", e.MicroBatch)
+	}
+	if e.Chunk != 0 {
+		s += fmt.Sprintf(" chunk %d", e.Chunk)
+	}
+	s += fmt.Sprintf(" of step %d", e.Step)
+	switch {
+	case e.Kind.IsSend():
+		s += fmt.Sprintf(" to rank %d", e.Peer)
+	case e.Kind.IsRecv():
+		s += fmt.Sprintf(" from rank %d", e.Peer)
+	}
+	return s
+}
+
+// ms formats ns as milliseconds.
+func ms(ns int64) string { return fmt.Sprintf("%.3f ms", float64(ns)/1e6) }

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ppprof/ppprof/analyze/hang"
+	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/report"
+	"github.com/spf13/cobra"
+)
+
+type hangOptions struct {
+	paths     []string
+	format    string
+	quiet     bool
+	dumpNs    int64
+	worldSize int
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+func newCmdHang(stdout, stderr io.Writer) *cobra.Command {
+	opts := &hangOptions{stdout: stdout, stderr: stderr}
+	cmd := &cobra.Command{
+		Use:   "hang PATH...",
+		Short: "Diagnose a hung job: the ranks whose send/recv stopped matching, where, and why",
+		Long: `hang reads what every rank recorded before a hang (files, directories,
+globs; truncated files and ranks that wrote nothing included), matches sends
+and receives as NCCL does (per rank pair, in issue order), builds the wait-for
+graph of the blocked ranks and names the root cause.
+
+Verdicts: ok, deadlock (a wait-for cycle), stalled (a chain ending at a rank
+that is computing, crashed, exited or absent), mismatch (a pair disagrees on
+its labels, shape, dtype or bytes, or ranks disagree on skipping the optimizer
+step), incomplete (the answer depends on events the dump lost).
+
+Exit status: 4 for deadlock, stalled or mismatch; 0 for ok and for incomplete
+(with a warning: nothing was found, the dump cannot decide); 1 for bad input.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.paths = args
+			return hangRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input or an incomplete dump")
+	cmd.Flags().Int64Var(&opts.dumpNs, "dump-ns", 0, "when the dump was written, on the trace's time base (0: the latest timestamp in the trace)")
+	cmd.Flags().IntVar(&opts.worldSize, "world-size", 0, "ranks in the job (0: the trace's world_size metadata); ranks without events are absent")
+	return cmd
+}
+
+func hangRun(opts *hangOptions) error {
+	format, err := report.ParseFormat(opts.format)
+	if err != nil || format == report.Markdown {
+		return fmt.Errorf("--format %q: want text or json", opts.format)
+	}
+	if opts.worldSize < 0 {
+		return fmt.Errorf("--world-size %d: want >= 0", opts.worldSize)
+	}
+	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := hang.Run(res.Trace, hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(res.Files)})
+	if err != nil {
+		return fmt.Errorf("diagnosing %s: %w", describePaths(opts.paths), err)
+	}
+	if err := report.WriteHang(opts.stdout, rep, format); err != nil {
+		return err
+	}
+	switch {
+	case rep.Verdict.Found():
+		return &exitCodeError{code: exitHangFound}
+	case rep.Verdict == hang.VerdictIncomplete && !opts.quiet:
+		fmt.Fprintf(opts.stderr, "ppprof: warning: the dump is incomplete, so no verdict (exit 0): %s\n", rep.RootCause.Summary)
+	}
+	return nil
+}
+
+// hangFiles passes what ingest knows about each file to the analysis.
+func hangFiles(fs []ingest.FileInfo) []hang.File {
+	out := make([]hang.File, len(fs))
+	for i, f := range fs {
+		out[i] = hang.File{Path: f.Path, Ranks: f.Ranks, Truncated: f.Truncated, BytesLost: f.BytesLost}
+	}
+	return out
+}
