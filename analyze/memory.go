@@ -3,7 +3,6 @@ package analyze
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/ppprof/ppprof/schedule"
@@ -51,91 +50,62 @@ type LivePoint struct {
 	Bytes int64 // live activation bytes, as PeakActivationBytes
 }
 
-// memRec is one row that matters to liveness.
-type memRec struct {
-	rank      trace.Rank
-	stage     trace.Stage
-	mb, chunk int32
-	kind      trace.Kind
-	endNs     int64 // NoTime when the op never ended
-	bytes     int64
-}
-
-// memEdge is a change of a rank's live count.
-type memEdge struct {
-	rank  trace.Rank
-	stage trace.Stage
-	atNs  int64
-	delta int
-	bytes int64
-}
-
 // analyzeMemory fills Report.Memory and, per stage, StageSummary.LiveBound,
 // PeakActivationBytes and PeakLiveMicroBatches (the same peak as
 // StageMemory.Peak). The Live series is drawn from the first complete
 // window of the lowest pipeline (the first window when none is complete),
 // on the lowest rank of each stage.
 //
-//  1. per window, gather F, B, W, SEND_F and RECV_F rows by (rank,
-//     micro-batch, chunk) (one sort);
+//  1. per window and rank, gather F, B, W, SEND_F and RECV_F rows by
+//     (micro-batch, chunk) in a table indexed by mb x chunks + chunk
+//     (sorting instead when ids are too sparse for a table);
 //  2. each pair gives +1 (and its bytes) at its F's end and -1 at its last
 //     backward's end;
-//  3. sweep each rank's edges in time order, frees first at equal times.
+//  3. sweep the rank's edges in time order, frees first at equal times.
 func analyzeMemory(ix *index, rep *Report) {
 	t, p := ix.t, ix.p
 	out := make([]StageMemory, p)
 	for st := range out {
 		out[st] = StageMemory{Stage: st, LiveRank: -1}
 	}
-	var recs []memRec
-	var edges []memEdge
+	sc := newMemScan(t)
 	show := liveWindow(ix.windows)
 	for gi, g := range ix.windows {
-		recs = recs[:0]
-		var lowest []trace.Rank
-		if gi == show {
-			lowest = make([]trace.Rank, p)
-			for st := range lowest {
-				lowest[st] = -1
+		rows := sc.byRank(g.rows)
+		for lo := 0; lo < len(rows); {
+			r := t.Rank[rows[lo]]
+			hi := lo + 1
+			for hi < len(rows) && t.Rank[rows[hi]] == r {
+				hi++
 			}
-		}
-		for _, i := range g.rows {
-			st := int(t.Stage[i])
+			run := rows[lo:hi]
+			lo = hi
+			st := int(t.Stage[run[0]])
 			if st < 0 || st >= p {
 				continue
 			}
-			out[st].PeakMemBytes = max(out[st].PeakMemBytes, t.MemBytes[i])
-			if gi == show && (lowest[st] < 0 || t.Rank[i] < lowest[st]) {
-				lowest[st] = t.Rank[i]
+			m := &out[st]
+			for _, i := range run {
+				m.PeakMemBytes = max(m.PeakMemBytes, t.MemBytes[i])
 			}
-			k := t.Kind[i]
-			if t.MicroBatch[i] < 0 || !(k.IsCompute() || k == trace.SendF || k == trace.RecvF) {
-				continue
-			}
-			recs = append(recs, memRec{rank: t.Rank[i], stage: t.Stage[i], mb: int32(t.MicroBatch[i]), chunk: t.Chunk[i], kind: k, endNs: t.EndNs[i], bytes: t.Bytes[i]})
-		}
-		edges = liveEdges(recs, edges[:0])
-		slices.SortFunc(edges, func(a, b memEdge) int {
-			return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.atNs, b.atNs), cmp.Compare(a.delta, b.delta))
-		})
-		for i := 0; i < len(edges); {
-			r := edges[i].rank
-			st := int(edges[i].stage)
-			record := gi == show && r == lowest[st]
+			// Ranks come in increasing order: the first rank of a stage
+			// met in the shown window is its lowest.
+			record := gi == show && m.LiveRank < 0
 			if record {
-				out[st].LiveRank, out[st].LiveStep = int(r), g.step
+				m.LiveRank, m.LiveStep = int(r), g.step
 			}
+			es := sc.rankEdges(run)
 			cur, bytes := 0, int64(0)
-			for i < len(edges) && edges[i].rank == r {
-				at := edges[i].atNs
-				for ; i < len(edges) && edges[i].rank == r && edges[i].atNs == at; i++ {
-					cur += edges[i].delta
-					bytes += edges[i].bytes
+			for i := 0; i < len(es); {
+				at := es[i].atNs
+				for ; i < len(es) && es[i].atNs == at; i++ {
+					cur += es[i].delta
+					bytes += es[i].bytes
 				}
-				out[st].Peak = max(out[st].Peak, cur)
-				out[st].PeakActivationBytes = max(out[st].PeakActivationBytes, bytes)
+				m.Peak = max(m.Peak, cur)
+				m.PeakActivationBytes = max(m.PeakActivationBytes, bytes)
 				if record {
-					out[st].Live = append(out[st].Live, LivePoint{AtNs: at, Live: cur, Bytes: bytes})
+					m.Live = append(m.Live, LivePoint{AtNs: at, Live: cur, Bytes: bytes})
 				}
 			}
 		}
@@ -153,6 +123,161 @@ func analyzeMemory(ix *index, rep *Report) {
 	rep.Memory = Memory{Stages: out}
 }
 
+// memRec is one row that matters to liveness (the sorting fallback).
+type memRec struct {
+	mb, chunk int32
+	kind      trace.Kind
+	endNs     int64 // NoTime when the op never ended
+	bytes     int64
+}
+
+// memEdge is a change of one rank's live count.
+type memEdge struct {
+	atNs  int64
+	delta int
+	bytes int64
+}
+
+// pairState is what one rank's rows say about one (micro-batch, chunk).
+type pairState struct {
+	fEnd, back  int64 // earliest F end, latest B/W end; NoTime when none
+	backPending bool  // some B or W never ended
+	send, recv  int64 // SEND_F, RECV_F bytes
+	used        bool
+}
+
+func (ps *pairState) add(k trace.Kind, endNs, bytes int64) {
+	if !ps.used {
+		*ps = pairState{fEnd: trace.NoTime, back: trace.NoTime, used: true}
+	}
+	switch k {
+	case trace.F:
+		if endNs != trace.NoTime && (ps.fEnd == trace.NoTime || endNs < ps.fEnd) {
+			ps.fEnd = endNs
+		}
+	case trace.B, trace.W:
+		if endNs == trace.NoTime {
+			ps.backPending = true
+		} else {
+			ps.back = max(ps.back, endNs)
+		}
+	case trace.SendF:
+		ps.send = max(ps.send, bytes)
+	case trace.RecvF:
+		ps.recv = max(ps.recv, bytes)
+	}
+}
+
+// edges appends the pair's +1 (and bytes) at its F's end and -1 at its last
+// backward's end. A pair with no ended F adds nothing; one whose backward
+// ended before its F did (a clock gone wrong) adds nothing either; one
+// whose backward never ended, or is still pending, stays live.
+func (ps *pairState) edges(out []memEdge) []memEdge {
+	if ps.fEnd == trace.NoTime || ps.back != trace.NoTime && ps.back < ps.fEnd {
+		return out
+	}
+	b := ps.send
+	if b <= 0 {
+		b = max(ps.recv, 0)
+	}
+	out = append(out, memEdge{ps.fEnd, +1, b})
+	if ps.back != trace.NoTime && !ps.backPending {
+		out = append(out, memEdge{ps.back, -1, -b})
+	}
+	return out
+}
+
+// memDenseMax bounds the per-rank table of (micro-batch, chunk) pairs;
+// sparser ids fall back to sorting.
+const memDenseMax = 1 << 16
+
+// memScan holds analyzeMemory's buffers, reused across ranks and windows.
+type memScan struct {
+	t       *trace.Trace
+	chunks  int         // 1 + the largest chunk: the table's stride
+	table   []pairState // [mb*chunks + chunk]; nil when too large
+	touched []int
+	recs    []memRec
+	edges   []memEdge
+	sorted  []int
+}
+
+func newMemScan(t *trace.Trace) *memScan {
+	sc := &memScan{t: t}
+	var maxMB, maxChunk int64
+	for i := range t.MicroBatch {
+		maxMB = max(maxMB, int64(t.MicroBatch[i]))
+		maxChunk = max(maxChunk, int64(t.Chunk[i]))
+	}
+	sc.chunks = int(maxChunk) + 1
+	if n := (maxMB + 1) * (maxChunk + 1); n <= memDenseMax {
+		sc.table = make([]pairState, n)
+	}
+	return sc
+}
+
+// rankEdges returns the live edges of one rank's rows, sorted by time,
+// frees first at equal times. The result aliases sc.
+func (sc *memScan) rankEdges(rows []int) []memEdge {
+	t := sc.t
+	sc.edges = sc.edges[:0]
+	relevant := func(i int) bool {
+		k := t.Kind[i]
+		return t.MicroBatch[i] >= 0 && t.Chunk[i] >= 0 && (k.IsCompute() || k == trace.SendF || k == trace.RecvF)
+	}
+	if sc.table != nil {
+		for _, i := range rows {
+			if !relevant(i) {
+				continue
+			}
+			x := int(t.MicroBatch[i])*sc.chunks + int(t.Chunk[i])
+			if !sc.table[x].used {
+				sc.touched = append(sc.touched, x)
+			}
+			sc.table[x].add(t.Kind[i], t.EndNs[i], t.Bytes[i])
+		}
+		for _, x := range sc.touched {
+			sc.edges = sc.table[x].edges(sc.edges)
+			sc.table[x] = pairState{}
+		}
+		sc.touched = sc.touched[:0]
+	} else {
+		sc.recs = sc.recs[:0]
+		for _, i := range rows {
+			if relevant(i) {
+				sc.recs = append(sc.recs, memRec{int32(t.MicroBatch[i]), t.Chunk[i], t.Kind[i], t.EndNs[i], t.Bytes[i]})
+			}
+		}
+		slices.SortFunc(sc.recs, func(a, b memRec) int { return cmp.Or(cmp.Compare(a.mb, b.mb), cmp.Compare(a.chunk, b.chunk)) })
+		for i := 0; i < len(sc.recs); {
+			var ps pairState
+			j := i
+			for ; j < len(sc.recs) && sc.recs[j].mb == sc.recs[i].mb && sc.recs[j].chunk == sc.recs[i].chunk; j++ {
+				ps.add(sc.recs[j].kind, sc.recs[j].endNs, sc.recs[j].bytes)
+			}
+			sc.edges = ps.edges(sc.edges)
+			i = j
+		}
+	}
+	slices.SortFunc(sc.edges, func(a, b memEdge) int { return cmp.Or(cmp.Compare(a.atNs, b.atNs), cmp.Compare(a.delta, b.delta)) })
+	return sc.edges
+}
+
+// byRank returns rows ordered by rank, stably: rows itself when it already
+// is (every trace ingest reads or sim makes is in (rank, seq) order), else
+// a sorted copy that aliases sc.
+func (sc *memScan) byRank(rows []int) []int {
+	t := sc.t
+	for k := 1; k < len(rows); k++ {
+		if t.Rank[rows[k]] < t.Rank[rows[k-1]] {
+			sc.sorted = append(sc.sorted[:0], rows...)
+			slices.SortStableFunc(sc.sorted, func(a, b int) int { return cmp.Compare(t.Rank[a], t.Rank[b]) })
+			return sc.sorted
+		}
+	}
+	return rows
+}
+
 // liveWindow returns the index of the window the Live series is drawn from.
 func liveWindow(ws []*window) int {
 	best := -1
@@ -168,55 +293,6 @@ func liveWindow(ws []*window) int {
 		best = 0
 	}
 	return best
-}
-
-// liveEdges sorts recs by (rank, micro-batch, chunk) and appends to edges
-// each pair's +1 at its F's end and -1 at its last backward's end. A pair
-// with no ended F adds nothing; one whose backward ended before its F did
-// (a clock gone wrong) adds nothing either.
-func liveEdges(recs []memRec, edges []memEdge) []memEdge {
-	slices.SortFunc(recs, func(a, b memRec) int {
-		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.mb, b.mb), cmp.Compare(a.chunk, b.chunk))
-	})
-	for i := 0; i < len(recs); {
-		j := i
-		fEnd, back := int64(math.MaxInt64), int64(trace.NoTime)
-		backPending := false
-		var send, recv int64
-		for ; j < len(recs) && recs[j].rank == recs[i].rank && recs[j].mb == recs[i].mb && recs[j].chunk == recs[i].chunk; j++ {
-			r := recs[j]
-			switch r.kind {
-			case trace.F:
-				if r.endNs != trace.NoTime {
-					fEnd = min(fEnd, r.endNs)
-				}
-			case trace.B, trace.W:
-				if r.endNs == trace.NoTime {
-					backPending = true
-				} else {
-					back = max(back, r.endNs)
-				}
-			case trace.SendF:
-				send = max(send, r.bytes)
-			case trace.RecvF:
-				recv = max(recv, r.bytes)
-			}
-		}
-		r := recs[i]
-		i = j
-		if fEnd == math.MaxInt64 || back != trace.NoTime && back < fEnd {
-			continue
-		}
-		b := send
-		if b <= 0 {
-			b = max(recv, 0)
-		}
-		edges = append(edges, memEdge{r.rank, r.stage, fEnd, +1, b})
-		if back != trace.NoTime && !backPending {
-			edges = append(edges, memEdge{r.rank, r.stage, back, -1, -b})
-		}
-	}
-	return edges
 }
 
 // liveBounds returns schedule.LiveBound per stage for the schedule the

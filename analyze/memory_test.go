@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"math/rand"
+	"reflect"
 	"testing"
 
 	"github.com/ppprof/ppprof/ingest"
@@ -186,5 +188,49 @@ func TestMemoryOverBound(t *testing.T) {
 	_, rep = statsRun(t, c)
 	if fs := memoryFindings(nil, rep); len(fs) != 0 {
 		t.Errorf("findings %+v on a genuine 1f1b trace", fs)
+	}
+}
+
+// TestMemoryP2PRowOrderAndSparseIDs: the passes take fast paths for rows in
+// (rank, seq) order and small micro-batch ids. A trace whose rows are
+// shuffled, and one whose micro-batch ids are spread far apart (too sparse
+// for the per-rank table), give the same memory, P2P and idle numbers as
+// the plain trace.
+func TestMemoryP2PRowOrderAndSparseIDs(t *testing.T) {
+	base, err := sim.Run(sim.Config{Schedule: "interleaved", Stages: 4, MicroBatches: 8, Virtual: 2, DP: 2, TP: 2,
+		Jitter: 0.2, Seed: 4, P2PLatencyUs: 30, P2PGbps: 200, Hidden: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Run(base, Options{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := rand.New(rand.NewSource(1)).Perm(base.Len())
+	shuffled := base.Permute(idx)
+	sparse := base.Permute(nil)
+	sparse.AppendRows(base, 0, base.Len())
+	for i, mb := range sparse.MicroBatch {
+		if mb >= 0 {
+			sparse.MicroBatch[i] = mb * 100003
+		}
+	}
+	for name, tr := range map[string]*trace.Trace{"shuffled": shuffled, "sparse ids": sparse} {
+		got, err := Run(tr, Options{Step: AllSteps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Memory, want.Memory) {
+			t.Errorf("%s: memory %+v, want %+v", name, got.Memory, want.Memory)
+		}
+		if !reflect.DeepEqual(got.P2P, want.P2P) {
+			t.Errorf("%s: p2p %+v, want %+v", name, got.P2P, want.P2P)
+		}
+		for st := range want.Stages {
+			g, w := got.Stages[st], want.Stages[st]
+			if g.F != w.F || g.B != w.B || g.SteadyMs != w.SteadyMs || g.P2PWaitMs != w.P2PWaitMs {
+				t.Errorf("%s stage %d: %+v, want %+v", name, st, g, w)
+			}
+		}
 	}
 }

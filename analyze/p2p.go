@@ -117,9 +117,52 @@ type transfer struct {
 	startNs, endNs int64
 }
 
+// p2pBucket is the sends (or the receives) of one ordered (src, dst) rank
+// pair, in issue order.
+type p2pBucket struct {
+	src, dst trace.Rank
+	ops      []int // rows
+}
+
+// p2pSide gathers one side's ops (sends or receives) into buckets.
+type p2pSide struct {
+	buckets []p2pBucket // [:n] in use; the rest keep their capacity
+	n       int
+	first   int // buckets[first:n] belong to the current rank's run
+}
+
+func (sd *p2pSide) reset() { sd.n, sd.first = 0, 0 }
+
+// newRank starts the run of a new rank: its buckets are looked up among
+// buckets[first:n] only, a handful.
+func (sd *p2pSide) newRank() { sd.first = sd.n }
+
+func (sd *p2pSide) add(src, dst trace.Rank, row int) {
+	for k := sd.first; k < sd.n; k++ {
+		if b := &sd.buckets[k]; b.src == src && b.dst == dst {
+			b.ops = append(b.ops, row)
+			return
+		}
+	}
+	if sd.n == len(sd.buckets) {
+		sd.buckets = append(sd.buckets, p2pBucket{})
+	}
+	b := &sd.buckets[sd.n]
+	b.src, b.dst, b.ops = src, dst, append(b.ops[:0], row)
+	sd.n++
+}
+
+// sort orders the buckets by (src, dst).
+func (sd *p2pSide) sort() {
+	slices.SortFunc(sd.buckets[:sd.n], func(a, b p2pBucket) int {
+		return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst))
+	})
+}
+
 // p2pScratch holds buffers matchTransfers reuses between windows.
 type p2pScratch struct {
-	sends, recvs []int
+	sends, recvs p2pSide
+	order        []int
 	out          []transfer
 }
 
@@ -130,55 +173,81 @@ type p2pScratch struct {
 // an unmatched op is its own transfer. The result is in (sender, receiver,
 // issue) order, unmatched ops after their pair's matched ones; it aliases
 // sc and is valid until the next call.
+//
+// Rows in (rank, seq) order, as ingest and sim leave them, are bucketed by
+// rank pair in one pass; other orders are sorted first.
 func matchTransfers(t *trace.Trace, rows []int, sc *p2pScratch) []transfer {
-	sc.sends, sc.recvs, sc.out = sc.sends[:0], sc.recvs[:0], sc.out[:0]
-	for _, i := range rows {
+	sc.sends.reset()
+	sc.recvs.reset()
+	sc.out = sc.out[:0]
+	rows = sc.rankSeqOrder(t, rows)
+	for k, i := range rows {
+		if k == 0 || t.Rank[i] != t.Rank[rows[k-1]] {
+			sc.sends.newRank()
+			sc.recvs.newRank()
+		}
 		switch {
 		case t.Kind[i].IsSend():
-			sc.sends = append(sc.sends, i)
+			sc.sends.add(t.Rank[i], t.Peer[i], i)
 		case t.Kind[i].IsRecv():
-			sc.recvs = append(sc.recvs, i)
+			sc.recvs.add(t.Peer[i], t.Rank[i], i)
 		}
 	}
-	// Order sends by (src = rank, dst = peer, seq), receives by (src =
-	// peer, dst = rank, seq).
-	slices.SortFunc(sc.sends, func(a, b int) int {
-		return cmp.Or(cmp.Compare(t.Rank[a], t.Rank[b]), cmp.Compare(t.Peer[a], t.Peer[b]), cmp.Compare(t.Seq[a], t.Seq[b]), cmp.Compare(a, b))
-	})
-	slices.SortFunc(sc.recvs, func(a, b int) int {
-		return cmp.Or(cmp.Compare(t.Peer[a], t.Peer[b]), cmp.Compare(t.Rank[a], t.Rank[b]), cmp.Compare(t.Seq[a], t.Seq[b]), cmp.Compare(a, b))
-	})
-	i, j := 0, 0
-	for i < len(sc.sends) || j < len(sc.recvs) {
+	sc.sends.sort()
+	sc.recvs.sort()
+	ss, rs := sc.sends.buckets[:sc.sends.n], sc.recvs.buckets[:sc.recvs.n]
+	for len(ss) > 0 || len(rs) > 0 {
 		var c int
 		switch {
-		case i == len(sc.sends):
+		case len(ss) == 0:
 			c = 1
-		case j == len(sc.recvs):
+		case len(rs) == 0:
 			c = -1
 		default:
-			s, r := sc.sends[i], sc.recvs[j]
-			c = cmp.Or(cmp.Compare(t.Rank[s], t.Peer[r]), cmp.Compare(t.Peer[s], t.Rank[r]))
+			c = cmp.Or(cmp.Compare(ss[0].src, rs[0].src), cmp.Compare(ss[0].dst, rs[0].dst))
 		}
+		var sends, recvs []int
 		switch {
 		case c < 0:
-			sc.out = append(sc.out, single(t, sc.sends[i], true))
-			i++
+			sends, ss = ss[0].ops, ss[1:]
 		case c > 0:
-			sc.out = append(sc.out, single(t, sc.recvs[j], false))
-			j++
+			recvs, rs = rs[0].ops, rs[1:]
 		default:
-			s, r := sc.sends[i], sc.recvs[j]
+			sends, recvs, ss, rs = ss[0].ops, rs[0].ops, ss[1:], rs[1:]
+		}
+		n := min(len(sends), len(recvs))
+		for k := 0; k < n; k++ {
+			s, r := sends[k], recvs[k]
 			tr := transfer{send: s, recv: r, startNs: trace.NoTime, endNs: t.EndNs[r]}
 			if t.StartNs[s] != trace.NoTime && t.StartNs[r] != trace.NoTime {
 				tr.startNs = max(t.StartNs[s], t.StartNs[r])
 			}
 			sc.out = append(sc.out, tr)
-			i++
-			j++
+		}
+		for _, s := range sends[n:] {
+			sc.out = append(sc.out, single(t, s, true))
+		}
+		for _, r := range recvs[n:] {
+			sc.out = append(sc.out, single(t, r, false))
 		}
 	}
 	return sc.out
+}
+
+// rankSeqOrder returns rows in (rank, seq) order: rows itself when it
+// already is, else a sorted copy that aliases sc.
+func (sc *p2pScratch) rankSeqOrder(t *trace.Trace, rows []int) []int {
+	less := func(a, b int) int {
+		return cmp.Or(cmp.Compare(t.Rank[a], t.Rank[b]), cmp.Compare(t.Seq[a], t.Seq[b]), cmp.Compare(a, b))
+	}
+	for k := 1; k < len(rows); k++ {
+		if less(rows[k-1], rows[k]) > 0 {
+			sc.order = append(sc.order[:0], rows...)
+			slices.SortFunc(sc.order, less)
+			return sc.order
+		}
+	}
+	return rows
 }
 
 func single(t *trace.Trace, row int, send bool) transfer {
@@ -239,6 +308,8 @@ func analyzeP2P(ix *index, rep *Report) {
 	acc := map[boundaryKey]*p2pAcc{}
 	var sc p2pScratch
 	windows := 0
+	// Consecutive sends mostly carry the same shape: parse it once.
+	lastShape, lastDtype, lastV, lastOK := "", "", 0.0, false
 	for _, g := range ix.windows {
 		if !g.measured.Complete || g.measured.EndNs <= g.measured.StartNs {
 			continue
@@ -265,8 +336,12 @@ func analyzeP2P(ix *index, rep *Report) {
 			if d := tr.durNs(); d > 0 {
 				a.durNs += float64(d)
 			}
-			if v, ok := payloadBytes(t.Shape[s], t.Dtype[s]); ok {
-				a.shapeBytes += v
+			if t.Shape[s] != lastShape || t.Dtype[s] != lastDtype {
+				lastShape, lastDtype = t.Shape[s], t.Dtype[s]
+				lastV, lastOK = payloadBytes(lastShape, lastDtype)
+			}
+			if lastOK {
+				a.shapeBytes += lastV
 				a.shapeN++
 			}
 		}
