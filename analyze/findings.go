@@ -19,6 +19,9 @@ const (
 func collectFindings(ix *index, rep *Report) []Finding {
 	var fs []Finding
 	fs = append(fs, conformanceFindings(ix, rep)...)
+	fs = append(fs, imbalanceFindings(ix, rep)...)
+	fs = append(fs, stragglersFindings(ix, rep)...)
+	fs = append(fs, gapFindings(ix, rep)...)
 	return fs
 }
 

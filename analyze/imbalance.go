@@ -224,7 +224,12 @@ func imbalanceFindings(_ *index, rep *Report) []Finding {
 	impact := im.ExcessMs
 	if im.BalancedStepMs > 0 {
 		impact = max(im.MeasuredStepMs-im.BalancedStepMs, 0)
-		msg += fmt.Sprintf("; balancing would cut the step from %.3g to %.3g ms", im.MeasuredStepMs, im.BalancedStepMs)
+		if im.BalancedStepMs < im.MeasuredStepMs {
+			msg += fmt.Sprintf("; balancing would cut the step from %.3g to %.3g ms", im.MeasuredStepMs, im.BalancedStepMs)
+		} else {
+			msg += fmt.Sprintf("; balancing alone would not shorten the step (%.3g ms predicted vs %.3g measured): something else bounds it",
+				im.BalancedStepMs, im.MeasuredStepMs)
+		}
 	}
 	return []Finding{{Severity: "warning", Code: CodeStageImbalance, Message: msg, ImpactMs: impact}}
 }
