@@ -153,6 +153,9 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	rep.StepMs, rep.StepMsWorst = stepTimes(t, ix.windows)
 	rep.Stages = stageSummaries(ix, rep)
 	analyzeStats(ix, rep)
+	for i := range rep.Stages {
+		rep.Stages[i].FwdMs, rep.Stages[i].BwdMs = rep.Stages[i].F.MeanMs, rep.Stages[i].B.MeanMs
+	}
 	analyzeMemory(ix, rep)
 	analyzeP2P(ix, rep)
 	analyzeConformance(ix, rep)

@@ -13,6 +13,7 @@ const (
 	CodeScheduleDeviation     = "SCHEDULE_DEVIATION"
 	CodeOptimizerSkipMismatch = "OPTIMIZER_SKIP_MISMATCH"
 	CodeSyncViolation         = "SYNC_VIOLATION"
+	CodeP2PBytesMismatch      = "P2P_BYTES_MISMATCH"
 )
 
 // collectFindings derives findings from the filled report.
@@ -22,6 +23,8 @@ func collectFindings(ix *index, rep *Report) []Finding {
 	fs = append(fs, imbalanceFindings(ix, rep)...)
 	fs = append(fs, stragglersFindings(ix, rep)...)
 	fs = append(fs, gapFindings(ix, rep)...)
+	fs = append(fs, memoryFindings(ix, rep)...)
+	fs = append(fs, p2pFindings(ix, rep)...)
 	return fs
 }
 

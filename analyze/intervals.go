@@ -1,24 +1,29 @@
 package analyze
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // interval is a half-open time range [s, e) in ns.
 type interval struct{ s, e int64 }
 
-// union sorts ivs in place and returns the merged, disjoint intervals.
+// union merges ivs in place into disjoint intervals sorted by start and
+// returns them. It sorts only when ivs is not already in order, which rows
+// of one rank in seq order usually are.
 func union(ivs []interval) []interval {
-	if len(ivs) == 0 {
-		return nil
+	byStart := func(a, b interval) int { return cmp.Compare(a.s, b.s) }
+	if !slices.IsSortedFunc(ivs, byStart) {
+		slices.SortFunc(ivs, byStart)
 	}
-	sort.Slice(ivs, func(a, b int) bool { return ivs[a].s < ivs[b].s })
-	out := []interval{ivs[0]}
-	for _, iv := range ivs[1:] {
-		last := &out[len(out)-1]
-		if iv.s <= last.e {
-			last.e = max(last.e, iv.e)
+	n := 0
+	for _, iv := range ivs {
+		if n > 0 && iv.s <= ivs[n-1].e {
+			ivs[n-1].e = max(ivs[n-1].e, iv.e)
 			continue
 		}
-		out = append(out, iv)
+		ivs[n] = iv
+		n++
 	}
-	return out
+	return ivs[:n]
 }

@@ -11,12 +11,6 @@ import (
 	"github.com/ppprof/ppprof/trace"
 )
 
-// CodeP2PBytesMismatch is the finding code for a boundary whose measured
-// bytes per step differ from the model (m x chunks x TP x V from shapes and
-// dtypes) by more than 1%: missing or extra transfers, or a bytes column
-// that disagrees with the shapes (compression, padding).
-const CodeP2PBytesMismatch = "P2P_BYTES_MISMATCH"
-
 // P2P summarises point-to-point traffic over the complete (step, pipeline)
 // windows. Per-step numbers are per pipeline replica: sums over complete
 // windows divided by their number.

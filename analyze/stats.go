@@ -110,7 +110,7 @@ func analyzeStats(ix *index, rep *Report) {
 			sc.recv[st] = append(sc.recv[st], taggedIv{interval{tr.startNs, tr.endNs}, recvKey(t, tr, p)})
 		}
 		for st := 0; st < p; st++ {
-			u := mergeIntervals(sc.comp[st])
+			u := union(sc.comp[st])
 			span := []interval{{w.StartNs, w.EndNs}}
 			var busy int64
 			for _, iv := range u {
@@ -129,7 +129,7 @@ func analyzeStats(ix *index, rep *Report) {
 			for _, r := range sc.recv[st] {
 				sc.all = append(sc.all, r.iv)
 			}
-			wait[st] += float64(inGaps(mergeIntervals(sc.all), span, u))
+			wait[st] += float64(inGaps(union(sc.all), span, u))
 			// Per boundary: runs of equal key, each its own union.
 			rs := sc.recv[st]
 			slices.SortFunc(rs, func(a, b taggedIv) int {
@@ -141,7 +141,7 @@ func analyzeStats(ix *index, rep *Report) {
 				for ; j < len(rs) && rs[j].key == rs[i].key; j++ {
 					sc.group = append(sc.group, rs[j].iv)
 				}
-				if x := inGaps(mergeIntervals(sc.group), span, u); x > 0 {
+				if x := inGaps(union(sc.group), span, u); x > 0 {
 					exposed[rs[i].key] += float64(x)
 				}
 				i = j
@@ -167,25 +167,6 @@ func analyzeStats(ix *index, rep *Report) {
 		rep.Bubble.SteadyP2P = sumWait / (float64(p) * sumT)
 		rep.Bubble.SteadyOther = rep.Bubble.Steady - rep.Bubble.SteadyP2P
 	}
-}
-
-// mergeIntervals is union for the hot path: it sorts ivs in place only when
-// they are out of order (one rank's ops come in time order), without
-// reflection, and merges them in place. The result aliases ivs.
-func mergeIntervals(ivs []interval) []interval {
-	if !slices.IsSortedFunc(ivs, func(a, b interval) int { return cmp.Compare(a.s, b.s) }) {
-		slices.SortFunc(ivs, func(a, b interval) int { return cmp.Compare(a.s, b.s) })
-	}
-	n := 0
-	for _, iv := range ivs {
-		if n > 0 && iv.s <= ivs[n-1].e {
-			ivs[n-1].e = max(ivs[n-1].e, iv.e)
-			continue
-		}
-		ivs[n] = iv
-		n++
-	}
-	return ivs[:n]
 }
 
 // inGaps returns how much of the disjoint sorted intervals x falls inside
