@@ -88,6 +88,8 @@ func (a *analysis) buildGraph() {
 		}
 	}
 
+	a.chainStuck()
+
 	// 3. Cycles among what blocked ranks reach.
 	a.tarjan()
 
@@ -145,6 +147,61 @@ func (a *analysis) p2pEdge(ri *rankInfo) {
 		ri.waitsFor = int32(peer)
 	default:
 		ri.term = termStuck
+	}
+}
+
+// chainStuck links ranks stuck in transfers: a rank stuck in a transfer
+// with a peer that is itself stuck in a transfer with a third rank is
+// explained by that peer (the peer stopped, so its side never finished),
+// and waits for it. Ranks stuck with each other in a loop (two ranks stuck
+// in transfers with one another) stay terminal: the trace cannot tell which
+// of them stopped.
+func (a *analysis) chainStuck() {
+	peerOf := func(r int) int {
+		ri := &a.ranks[r]
+		if ri.term != termStuck {
+			return -1
+		}
+		if p := a.partner[ri.block]; p >= 0 && a.ranks[a.t.Rank[p]].term == termStuck {
+			return int(a.t.Rank[p])
+		}
+		return -1
+	}
+	// Functional graph r -> peerOf(r): ranks on its loops stay terminal.
+	const (
+		unseen = iota
+		active
+		finished
+	)
+	color := map[int]uint8{}
+	onLoop := map[int]bool{}
+	for r := range a.ranks {
+		if a.ranks[r].term != termStuck || color[r] != unseen {
+			continue
+		}
+		var path []int
+		v := r
+		for v >= 0 && color[v] == unseen {
+			color[v] = active
+			path = append(path, v)
+			v = peerOf(v)
+		}
+		if v >= 0 && color[v] == active {
+			for i := len(path) - 1; i >= 0; i-- {
+				onLoop[path[i]] = true
+				if path[i] == v {
+					break
+				}
+			}
+		}
+		for _, w := range path {
+			color[w] = finished
+		}
+	}
+	for r := range a.ranks {
+		if p := peerOf(r); p >= 0 && !onLoop[r] {
+			a.ranks[r].term, a.ranks[r].waitsFor = termNone, int32(p)
+		}
 	}
 }
 
