@@ -180,6 +180,15 @@ func newReplay(t *trace.Trace, w *window, p int) (*replay, error) {
 	if err := r.matchP2P(ranks, w); err != nil {
 		return nil, err
 	}
+	// A receive's transfer starts when both sides are there: a receive
+	// posted before its send spends the gap waiting on the peer, which the
+	// replay re-derives, not transferring.
+	for i, k := range r.kind {
+		if k == opRecv {
+			recv, send := rows[i], rows[r.match[i]]
+			r.meas[i] = max(t.EndNs[recv]-max(t.StartNs[recv], t.StartNs[send]), 0)
+		}
+	}
 
 	// 4. A program that deadlocks does so whatever the durations: check
 	// once.
@@ -269,8 +278,9 @@ func (r *replay) numOps() int { return len(r.rows) }
 func (r *replay) row(i int) int { return r.rows[i] }
 
 // measuredDur returns a new slice of the measured durations, ns: end - start
-// of each compute and other op, and of each RECV (its transfer); 0 for a
-// SEND (unused). Negative spans count as 0.
+// of each compute and other op; for a RECV its transfer, from the later of
+// its own and its send's start to its end; 0 for a SEND (unused). Negative
+// spans count as 0.
 func (r *replay) measuredDur() []int64 { return slices.Clone(r.meas) }
 
 // run re-times the window with durations dur (indexed by op, see replay)

@@ -167,7 +167,7 @@ func TestTextOutput(t *testing.T) {
 	if code != 0 {
 		t.Fatal(code)
 	}
-	for _, want := range []string{"PP 4", "8 micro-batches", "measured 0.2727", "theoretical 0.2727", "stage"} {
+	for _, want := range []string{"PP 4", "8 micro-batches", "measured 0.2727 vs theory 0.2727", "identified: 1f1b", "stage"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("text output lacks %q:\n%s", want, stdout)
 		}
