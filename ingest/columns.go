@@ -34,6 +34,8 @@ const (
 	colTokens
 	colFlops
 	colMemBytes
+	colGroup
+	colGroupSeq
 	numCols
 )
 
@@ -86,7 +88,8 @@ type row [numCols]cell
 // event types the cells of r into an event, applying the defaults of
 // absent or null optional columns (DESIGN.md): pipeline, tp_rank, chunk 0,
 // microbatch -1, issue_ns = start_ns (or end_ns when start is null), peer
-// -1, bytes, tokens, flops, mem_bytes 0, shape and dtype "". A null
+// -1, bytes, tokens, flops, mem_bytes 0, shape, dtype and group "",
+// group_seq -1 (trace.NoGroupSeq). A null
 // start_ns or end_ns is trace.NoTime.
 func (r *row) event() (trace.Event, *cellError) {
 	var e trace.Event
@@ -131,6 +134,8 @@ func (r *row) event() (trace.Event, *cellError) {
 	e.Tokens = i64(colTokens, 0)
 	e.Flops = r.float(colFlops, &err)
 	e.MemBytes = i64(colMemBytes, 0)
+	e.Group = str(colGroup)
+	e.GroupSeq = i64(colGroupSeq, trace.NoGroupSeq)
 	if err != nil {
 		return e, err
 	}

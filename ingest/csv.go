@@ -19,7 +19,8 @@ import (
 // The columns rank, stage, step, kind, seq, start_ns and end_ns are
 // required; the others may be left out and take their defaults (pipeline,
 // tp_rank, chunk 0; microbatch -1; issue_ns = start_ns, or end_ns when start
-// is null; peer -1; bytes, tokens, flops, mem_bytes 0; shape, dtype "").
+// is null; peer -1; bytes, tokens, flops, mem_bytes 0; shape, dtype, group
+// ""; group_seq -1).
 // An empty cell is null: trace.NoTime in start_ns and end_ns, the default in
 // an optional column, an error in a required one. Unknown columns are
 // ignored, header names and numeric cells may carry spaces around them, and
@@ -164,6 +165,8 @@ func WriteCSV(w io.Writer, t *trace.Trace) error {
 		rec[colTokens] = i64(t.Tokens[i])
 		rec[colFlops] = strconv.FormatFloat(t.Flops[i], 'g', -1, 64)
 		rec[colMemBytes] = i64(t.MemBytes[i])
+		rec[colGroup] = t.Group[i]
+		rec[colGroupSeq] = i64(t.GroupSeq[i])
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ import (
 func randomTrace(rng *rand.Rand, nRanks, perRank int) *trace.Trace {
 	t := &trace.Trace{Meta: trace.Meta{Schema: trace.SchemaMajor}}
 	kinds := []trace.Kind{trace.F, trace.B, trace.W, trace.SendF, trace.RecvF, trace.SendB, trace.RecvB, trace.Opt,
-		trace.MustKind("DATA"), trace.MustKind("ckpt:save/v1.2")}
+		trace.AllGather, trace.Barrier, trace.MustKind("DATA"), trace.MustKind("ckpt:save/v1.2")}
 	strs := []string{"", "bf16", "4096x2x8192", "a,b", `say "hi"`, "two\nlines", " padded ", "µs-Ω", "\\", "tab\tx", "#hash", "cr\rx", "\r"}
 	times := []int64{0, 1, -5, math.MaxInt64, math.MinInt64 + 1, 1 << 53, 1<<53 + 1}
 	pick := func(vs []int64) int64 {
@@ -41,6 +41,7 @@ func randomTrace(rng *rand.Rand, nRanks, perRank int) *trace.Trace {
 				StartNs: trace.NoTime, EndNs: trace.NoTime, Peer: trace.NoRank,
 				Bytes: rng.Int64N(1 << 50), Shape: strs[rng.IntN(len(strs))], Dtype: strs[rng.IntN(len(strs))],
 				Tokens: rng.Int64N(1 << 20), MemBytes: rng.Int64N(1 << 62),
+				Group: strs[rng.IntN(len(strs))], GroupSeq: rng.Int64N(1<<40) - 1,
 			}
 			switch rng.IntN(5) {
 			case 0: // never started

@@ -182,6 +182,8 @@ func WriteJSONL(w io.Writer, t *trace.Trace) error {
 		key(colFlops)
 		b = strconv.AppendFloat(b, t.Flops[i], 'g', -1, 64)
 		i64(colMemBytes, t.MemBytes[i])
+		str(colGroup, t.Group[i])
+		i64(colGroupSeq, t.GroupSeq[i])
 		b = append(b, '}', '\n')
 		if _, err := bw.Write(b); err != nil {
 			return err

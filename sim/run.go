@@ -41,7 +41,7 @@ func (e *engine) trace() *trace.Trace {
 				TPRank: int32(r.tp), Chunk: o.chunk, Step: o.step, MicroBatch: trace.MicroBatch(o.mb),
 				Kind: o.kind, Seq: int64(i), IssueNs: o.issue, StartNs: o.start, EndNs: o.end,
 				Peer: trace.Rank(o.peer), Bytes: o.bytes, Shape: o.shape, Dtype: o.dtype,
-				Tokens: o.tokens, Flops: o.flops,
+				Tokens: o.tokens, Flops: o.flops, GroupSeq: trace.NoGroupSeq,
 			})
 		}
 	}

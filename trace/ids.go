@@ -20,3 +20,7 @@ const NoMicroBatch MicroBatch = -1
 // NoTime marks a null start_ns or end_ns: an op that never started, or that
 // was still pending when the trace was written (a hung job's last ops).
 const NoTime int64 = math.MinInt64
+
+// NoGroupSeq marks an unknown sequence number in the GroupSeq column: an op
+// with no process group, or one whose recorder did not say.
+const NoGroupSeq int64 = -1

@@ -27,6 +27,21 @@ const (
 	SendB                   // send gradients to the previous stage
 	RecvB                   // receive gradients from the next stage
 	Opt                     // optimizer step
+
+	// Collectives, one kind per operation whatever the library called it
+	// (NCCL "allreduce", Flight Recorder "nccl:all_reduce", ...). Their
+	// rows carry the process group in Group and the collective's sequence
+	// number within it in GroupSeq.
+	AllReduce     // ALL_REDUCE
+	AllGather     // ALL_GATHER (also all_gather_into_tensor, _allgather_base)
+	ReduceScatter // REDUCE_SCATTER (also _reduce_scatter_base)
+	AllToAll      // ALL_TO_ALL (all_to_all, alltoall_base, all_to_allv)
+	Broadcast     // BROADCAST
+	Barrier       // BARRIER
+	Reduce        // REDUCE
+	Gather        // GATHER
+	Scatter       // SCATTER
+	Collective    // COLLECTIVE: a collective of another or unknown type (coalesced groups...)
 	numWellKnown
 )
 
@@ -47,6 +62,17 @@ var wellKnownNames = [numWellKnown]string{
 	SendB:       "SEND_B",
 	RecvB:       "RECV_B",
 	Opt:         "OPT",
+
+	AllReduce:     "ALL_REDUCE",
+	AllGather:     "ALL_GATHER",
+	ReduceScatter: "REDUCE_SCATTER",
+	AllToAll:      "ALL_TO_ALL",
+	Broadcast:     "BROADCAST",
+	Barrier:       "BARRIER",
+	Reduce:        "REDUCE",
+	Gather:        "GATHER",
+	Scatter:       "SCATTER",
+	Collective:    "COLLECTIVE",
 }
 
 var kindTable = struct {
@@ -150,6 +176,10 @@ func (k Kind) IsCompute() bool { return k == F || k == B || k == W }
 
 // IsP2P reports whether k is one of the four point-to-point kinds.
 func (k Kind) IsP2P() bool { return k >= SendF && k <= RecvB }
+
+// IsCollective reports whether k is one of the collective kinds
+// (ALL_REDUCE ... COLLECTIVE).
+func (k Kind) IsCollective() bool { return k >= AllReduce && k <= Collective }
 
 // IsSend reports whether k is SEND_F or SEND_B.
 func (k Kind) IsSend() bool { return k == SendF || k == SendB }

@@ -65,6 +65,8 @@ func (t *Trace) Permute(idx []int) *Trace {
 	out.Tokens = permute(t.Tokens, idx)
 	out.Flops = permute(t.Flops, idx)
 	out.MemBytes = permute(t.MemBytes, idx)
+	out.Group = permute(t.Group, idx)
+	out.GroupSeq = permute(t.GroupSeq, idx)
 	return out
 }
 

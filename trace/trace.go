@@ -28,6 +28,8 @@ type Trace struct {
 	Tokens     []int64
 	Flops      []float64
 	MemBytes   []int64
+	Group      []string // process group of a collective or P2P op ("" when none)
+	GroupSeq   []int64  // the op's sequence number within Group; NoGroupSeq when unknown
 }
 
 // Event is one row of a Trace, for code that builds traces row by row or
@@ -52,6 +54,8 @@ type Event struct {
 	Tokens     int64
 	Flops      float64
 	MemBytes   int64
+	Group      string // process group ("" when none)
+	GroupSeq   int64  // sequence number within Group; NoGroupSeq when unknown. An Event literal that leaves it out says 0: set NoGroupSeq.
 }
 
 // Len returns the number of events.
@@ -78,6 +82,8 @@ func (t *Trace) Grow(n int) {
 	t.Tokens = grow(t.Tokens, n)
 	t.Flops = grow(t.Flops, n)
 	t.MemBytes = grow(t.MemBytes, n)
+	t.Group = grow(t.Group, n)
+	t.GroupSeq = grow(t.GroupSeq, n)
 }
 
 func grow[T any](s []T, n int) []T {
@@ -110,6 +116,8 @@ func (t *Trace) Append(e Event) {
 	t.Tokens = append(t.Tokens, e.Tokens)
 	t.Flops = append(t.Flops, e.Flops)
 	t.MemBytes = append(t.MemBytes, e.MemBytes)
+	t.Group = append(t.Group, e.Group)
+	t.GroupSeq = append(t.GroupSeq, e.GroupSeq)
 }
 
 // At returns row i as an Event.
@@ -134,6 +142,8 @@ func (t *Trace) At(i int) Event {
 		Tokens:     t.Tokens[i],
 		Flops:      t.Flops[i],
 		MemBytes:   t.MemBytes[i],
+		Group:      t.Group[i],
+		GroupSeq:   t.GroupSeq[i],
 	}
 }
 
@@ -164,6 +174,8 @@ func (t *Trace) AppendRows(src *Trace, from, to int) {
 	t.Tokens = append(t.Tokens, src.Tokens[from:to]...)
 	t.Flops = append(t.Flops, src.Flops[from:to]...)
 	t.MemBytes = append(t.MemBytes, src.MemBytes[from:to]...)
+	t.Group = append(t.Group, src.Group[from:to]...)
+	t.GroupSeq = append(t.GroupSeq, src.GroupSeq[from:to]...)
 }
 
 // Slice returns a new Trace holding rows [from, to) of t; the columns share
@@ -190,6 +202,8 @@ func (t *Trace) Slice(from, to int) *Trace {
 		Tokens:     t.Tokens[from:to:to],
 		Flops:      t.Flops[from:to:to],
 		MemBytes:   t.MemBytes[from:to:to],
+		Group:      t.Group[from:to:to],
+		GroupSeq:   t.GroupSeq[from:to:to],
 	}
 }
 
@@ -197,5 +211,5 @@ func (t *Trace) Slice(from, to int) *Trace {
 var Columns = [...]string{
 	"rank", "pipeline", "stage", "tp_rank", "chunk", "step", "microbatch",
 	"kind", "seq", "issue_ns", "start_ns", "end_ns", "peer", "bytes", "shape",
-	"dtype", "tokens", "flops", "mem_bytes",
+	"dtype", "tokens", "flops", "mem_bytes", "group", "group_seq",
 }

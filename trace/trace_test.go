@@ -8,7 +8,7 @@ import (
 
 func ev(rank Rank, seq int64, k Kind, start, end int64) Event {
 	return Event{Rank: rank, Stage: Stage(rank), Kind: k, Seq: seq, MicroBatch: 0,
-		IssueNs: start, StartNs: start, EndNs: end, Peer: NoRank}
+		IssueNs: start, StartNs: start, EndNs: end, Peer: NoRank, GroupSeq: NoGroupSeq}
 }
 
 func TestKindNames(t *testing.T) {
@@ -43,6 +43,17 @@ func TestKindNames(t *testing.T) {
 	if !B.IsCompute() || SendB.IsCompute() || !RecvF.IsP2P() || Opt.IsP2P() {
 		t.Error("kind classes wrong")
 	}
+	for _, k := range []Kind{AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Barrier, Reduce, Gather, Scatter, Collective} {
+		if !k.IsCollective() || k.IsP2P() || k.IsCompute() {
+			t.Errorf("%s: collective %v p2p %v compute %v", k, k.IsCollective(), k.IsP2P(), k.IsCompute())
+		}
+		if got, _ := ParseKind(k.String()); got != k {
+			t.Errorf("ParseKind(%q) = %v", k.String(), got)
+		}
+	}
+	if Opt.IsCollective() || data.IsCollective() || SendF.IsCollective() {
+		t.Error("non-collectives reported collective")
+	}
 }
 
 func TestValidate(t *testing.T) {
@@ -76,6 +87,7 @@ func TestValidate(t *testing.T) {
 		{"bad microbatch", func(t *Trace) { t.MicroBatch[0] = -2 }, "microbatch", 0},
 		{"negative bytes", func(t *Trace) { t.Bytes[1] = -1 }, "bytes", 1},
 		{"null issue", func(t *Trace) { t.IssueNs[0] = NoTime }, "issue_ns", 0},
+		{"bad group_seq", func(t *Trace) { t.GroupSeq[2] = -2 }, "group_seq", 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,6 +102,22 @@ func TestValidate(t *testing.T) {
 				t.Errorf("got row %d column %s (%v), want row %d column %s", re.Row, re.Column, err, c.row, c.column)
 			}
 		})
+	}
+	withGroup := good()
+	withGroup.Group[1], withGroup.GroupSeq[1] = "pp", 0
+	if err := withGroup.Validate(); err != nil {
+		t.Errorf("group and group_seq 0 rejected: %v", err)
+	}
+	for _, col := range []string{"group", "group_seq"} {
+		short := good()
+		if col == "group" {
+			short.Group = short.Group[:1]
+		} else {
+			short.GroupSeq = short.GroupSeq[:3]
+		}
+		if err := short.Validate(); err == nil || !strings.Contains(err.Error(), col) {
+			t.Errorf("ragged %s: got %v", col, err)
+		}
 	}
 	short := good()
 	short.Dtype = short.Dtype[:1]
@@ -160,7 +188,9 @@ func TestSortAndSlice(t *testing.T) {
 	tr := &Trace{}
 	tr.Append(ev(2, 5, F, 0, 1))
 	tr.Append(ev(0, 9, F, 0, 1))
-	tr.Append(ev(2, 1, B, 0, 1))
+	g := ev(2, 1, B, 0, 1)
+	g.Group, g.GroupSeq = "pp", 7
+	tr.Append(g)
 	tr.SortByRankSeq()
 	want := []struct {
 		r Rank
@@ -172,8 +202,14 @@ func TestSortAndSlice(t *testing.T) {
 		}
 	}
 	s := tr.Slice(1, 3)
-	if s.Len() != 2 || s.At(0).Kind != B {
+	if s.Len() != 2 || s.At(0).Kind != B || s.At(0).Group != "pp" || s.At(0).GroupSeq != 7 || s.GroupSeq[1] != NoGroupSeq {
 		t.Errorf("slice: %+v", s.At(0))
+	}
+	var cp Trace
+	cp.Grow(2)
+	cp.AppendRows(tr, 1, 3)
+	if d := Diff(s, &cp); d != "" {
+		t.Errorf("AppendRows: %s", d)
 	}
 	if got := tr.Ranks(); len(got) != 2 || got[0] != 0 || got[1] != 2 {
 		t.Errorf("Ranks = %v", got)

@@ -27,7 +27,8 @@ func (t *Trace) Validate() error {
 	n := t.Len()
 	cols := []int{len(t.Pipeline), len(t.Stage), len(t.TPRank), len(t.Chunk), len(t.Step),
 		len(t.MicroBatch), len(t.Kind), len(t.Seq), len(t.IssueNs), len(t.StartNs), len(t.EndNs),
-		len(t.Peer), len(t.Bytes), len(t.Shape), len(t.Dtype), len(t.Tokens), len(t.Flops), len(t.MemBytes)}
+		len(t.Peer), len(t.Bytes), len(t.Shape), len(t.Dtype), len(t.Tokens), len(t.Flops), len(t.MemBytes),
+		len(t.Group), len(t.GroupSeq)}
 	for i, c := range cols {
 		if c != n {
 			return fmt.Errorf("column %s has %d rows, rank has %d", Columns[i+1], c, n)
@@ -72,6 +73,8 @@ func (t *Trace) Validate() error {
 			return bad(i, "flops", "flops %v (want finite, >= 0)", t.Flops[i])
 		case t.IssueNs[i] == NoTime:
 			return bad(i, "issue_ns", "null issue time")
+		case t.GroupSeq[i] < NoGroupSeq:
+			return bad(i, "group_seq", "group_seq %d (want >= 0, or -1 for unknown)", t.GroupSeq[i])
 		}
 		start, end := t.StartNs[i], t.EndNs[i]
 		if end != NoTime && start == NoTime {

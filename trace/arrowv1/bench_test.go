@@ -57,7 +57,7 @@ var benchTrace = sync.OnceValue(func() *trace.Trace {
 				Rank: r, Stage: trace.Stage(r), Step: step, MicroBatch: trace.MicroBatch(mb),
 				Kind: k, Seq: int64(i), IssueNs: issue, StartNs: start, EndNs: end, Peer: peer,
 				Bytes: nbytes, Shape: shape, Dtype: dtype, Tokens: 8192, Flops: flops,
-				MemBytes: 40<<30 + rng.Int63n(1<<30),
+				MemBytes: 40<<30 + rng.Int63n(1<<30), GroupSeq: trace.NoGroupSeq,
 			})
 		}
 	}

@@ -39,7 +39,7 @@ type binding struct {
 
 // bind finds the v1 columns of s by name and checks their types. Numeric
 // columns must have exactly the v1 type. The string columns (kind, shape,
-// dtype) may be utf8, large_utf8, utf8_view, or a dictionary with any
+// dtype, group) may be utf8, large_utf8, utf8_view, or a dictionary with any
 // integer index type over utf8 or large_utf8. Columns ppprof does not know
 // are ignored.
 func bind(s *arrow.Schema) (*binding, error) {
@@ -59,7 +59,7 @@ func bind(s *arrow.Schema) (*binding, error) {
 		}
 		dt := s.Field(idx[0]).Type
 		ok := arrow.TypeEqual(dt, columnTypes[c])
-		if c == colKind || c == colShape || c == colDtype {
+		if c == colKind || c == colShape || c == colDtype || c == colGroup {
 			ok = isStringType(dt)
 		}
 		if !ok {
@@ -75,7 +75,7 @@ func wantType(c int) string {
 	switch c {
 	case colKind:
 		return "dictionary<values=utf8, indices=int16> or utf8"
-	case colShape, colDtype:
+	case colShape, colDtype, colGroup:
 		return "utf8"
 	}
 	return columnTypes[c].String()

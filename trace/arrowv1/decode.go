@@ -170,7 +170,7 @@ func (d *decoder) finish(t *trace.Trace) {
 // decodeBatch appends the rows of rec to t. Columns are bound once by b;
 // absent optional columns and nulls in them take their defaults:
 // pipeline, tp_rank, chunk, bytes, tokens, flops, mem_bytes 0; microbatch
-// -1; peer -1; shape, dtype ""; issue_ns the row's start_ns, else its
+// -1; peer -1; group_seq -1; shape, dtype, group ""; issue_ns the row's start_ns, else its
 // end_ns, else (see finish) the previous issue time of its rank. Null
 // start_ns and end_ns are trace.NoTime. A null in rank, stage, step, kind
 // or seq is an error naming the row.
@@ -222,6 +222,7 @@ func (d *decoder) decodeBatch(t *trace.Trace, rec arrow.RecordBatch, b *binding)
 	t.Bytes = appendInt64s(t.Bytes, cols[colBytes], n, 0)
 	t.Tokens = appendInt64s(t.Tokens, cols[colTokens], n, 0)
 	t.MemBytes = appendInt64s(t.MemBytes, cols[colMemBytes], n, 0)
+	t.GroupSeq = appendInt64s(t.GroupSeq, cols[colGroupSeq], n, trace.NoGroupSeq)
 	t.StartNs = appendInt64s(t.StartNs, cols[colStartNs], n, trace.NoTime)
 	t.EndNs = appendInt64s(t.EndNs, cols[colEndNs], n, trace.NoTime)
 	t.IssueNs = appendInt64s(t.IssueNs, cols[colIssueNs], n, trace.NoTime)
@@ -241,6 +242,7 @@ func (d *decoder) decodeBatch(t *trace.Trace, rec arrow.RecordBatch, b *binding)
 	t.Flops = appendFloat64s(t.Flops, cols[colFlops], n)
 	t.Shape = d.appendStrings(t.Shape, cols[colShape], n)
 	t.Dtype = d.appendStrings(t.Dtype, cols[colDtype], n)
+	t.Group = d.appendStrings(t.Group, cols[colGroup], n)
 	return d.appendKinds(t, cols[colKind], base)
 }
 

@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &trace.Trace{Meta: trace.Meta{Schema: 1, Job: "j", Extra: map[string]string{"x.extra": "kept"}}}
-	base := trace.Event{Rank: 2, Stage: 1, MicroBatch: -1, Peer: -1}
+	base := trace.Event{Rank: 2, Stage: 1, MicroBatch: -1, Peer: -1, GroupSeq: trace.NoGroupSeq}
 	for _, e := range []struct {
 		step, seq, issue, start, end int64
 		kind                         trace.Kind
@@ -46,6 +46,8 @@ func TestNullsTakeDefaults(t *testing.T) {
 	cols = withCol(cols, col{"shape", arrow.BinaryTypes.String, strs(nil, "2x2", nil)})
 	cols = withCol(cols, col{"flops", arrow.PrimitiveTypes.Float64, []any{nil, 1.5, nil}})
 	cols = withCol(cols, col{"tokens", arrow.PrimitiveTypes.Int64, ints(nil, 9, nil)})
+	cols = withCol(cols, col{"group", arrow.BinaryTypes.String, strs("pp", nil, nil)})
+	cols = withCol(cols, col{"group_seq", arrow.PrimitiveTypes.Int64, ints(nil, 0, 12)})
 	res, err := read(foreignStream(t, v1meta, oneBatch, cols...), checked(t))
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +69,11 @@ func TestNullsTakeDefaults(t *testing.T) {
 	check("shape[1]", tr.Shape[1], "2x2")
 	check("flops[2]", tr.Flops[2], 0.0)
 	check("tokens[0]", tr.Tokens[0], int64(0))
+	check("group[0]", tr.Group[0], "pp")
+	check("group[1]", tr.Group[1], "")
+	check("group_seq[0]", tr.GroupSeq[0], trace.NoGroupSeq)
+	check("group_seq[1]", tr.GroupSeq[1], int64(0))
+	check("group_seq[2]", tr.GroupSeq[2], int64(12))
 }
 
 // TestStringColumnTypes reads kind, shape and dtype in every accepted

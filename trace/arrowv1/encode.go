@@ -101,6 +101,9 @@ func buildRecord(mem memory.Allocator, schema *arrow.Schema, t *trace.Trace, fro
 	if cols[colDtype], err = stringColumn(mem, t.Dtype[from:to]); err != nil {
 		return nil, fmt.Errorf("column dtype: %w", err)
 	}
+	if cols[colGroup], err = stringColumn(mem, t.Group[from:to]); err != nil {
+		return nil, fmt.Errorf("column group: %w", err)
+	}
 	cols[colRank] = int32Column(mem, t.Rank[from:to])
 	cols[colPipeline] = int32Column(mem, t.Pipeline[from:to])
 	cols[colStage] = int32Column(mem, t.Stage[from:to])
@@ -117,6 +120,7 @@ func buildRecord(mem memory.Allocator, schema *arrow.Schema, t *trace.Trace, fro
 	cols[colTokens] = int64Column(mem, t.Tokens[from:to])
 	cols[colFlops] = float64Column(mem, t.Flops[from:to])
 	cols[colMemBytes] = int64Column(mem, t.MemBytes[from:to])
+	cols[colGroupSeq] = int64Column(mem, t.GroupSeq[from:to])
 	return array.NewRecordBatch(schema, cols[:], int64(to-from)), nil
 }
 

@@ -19,6 +19,7 @@ import (
 // a few free-form names.
 var testKinds = []trace.Kind{
 	trace.F, trace.B, trace.W, trace.SendF, trace.RecvF, trace.SendB, trace.RecvB, trace.Opt,
+	trace.AllReduce, trace.AllToAll, trace.Collective,
 	trace.MustKind("DATA"), trace.MustKind("LOSS"), trace.MustKind("CKPT"), trace.MustKind("custom:x.y/z-1"),
 }
 
@@ -54,6 +55,7 @@ func randomTrace(rng *rand.Rand, n int, kinds []trace.Kind) *trace.Trace {
 	seq := map[trace.Rank]int64{}
 	shapes := []string{"", "4096x2x8192", "1x1", "ünïcode"}
 	dtypes := []string{"", "bf16", "fp32"}
+	groups := []string{"", "0", "PIPELINE_MODEL_PARALLEL_GROUP:43", "ünï"}
 	for i := 0; i < n; i++ {
 		r := ranks[rng.Intn(len(ranks))]
 		seq[r] += 1 + rng.Int63n(3)
@@ -95,6 +97,8 @@ func randomTrace(rng *rand.Rand, n int, kinds []trace.Kind) *trace.Trace {
 			Tokens:     rng.Int63n(1 << 20),
 			Flops:      flops,
 			MemBytes:   rng.Int63n(1 << 40),
+			Group:      groups[rng.Intn(len(groups))],
+			GroupSeq:   rng.Int63n(1<<40) - 1,
 		})
 	}
 	if err := t.Validate(); err != nil {

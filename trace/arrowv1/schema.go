@@ -33,6 +33,8 @@ const (
 	colTokens
 	colFlops
 	colMemBytes
+	colGroup
+	colGroupSeq
 	numColumns
 )
 
@@ -58,6 +60,8 @@ var columnTypes = [numColumns]arrow.DataType{
 	colTokens:     arrow.PrimitiveTypes.Int64,
 	colFlops:      arrow.PrimitiveTypes.Float64,
 	colMemBytes:   arrow.PrimitiveTypes.Int64,
+	colGroup:      arrow.BinaryTypes.String,
+	colGroupSeq:   arrow.PrimitiveTypes.Int64,
 }
 
 // Schema returns the Arrow schema v1 for a trace with metadata meta: the
