@@ -272,21 +272,48 @@ func countMicroBatches(t *trace.Trace) int {
 }
 
 // theoretical is the bubble of the identified schedule (or, failing that,
-// the one the metadata names) with uniform stages and free communication.
+// the one the metadata names) replayed with each kind's mean cost on every
+// stage and free communication (DESIGN.md). For GPipe, 1F1B and interleaved
+// this is the closed form whatever the costs; it also covers ZB-H1 with
+// unequal F, B and W and ragged micro-batch counts.
 func theoretical(ix *index, rep *Report) *float64 {
 	name, v := rep.Schedule.Identified, rep.Schedule.Virtual
 	if name == "" {
 		name, v = rep.Job.Schedule, rep.Job.Virtual
 	}
+	v = max(v, 1)
 	if name == "" || rep.Job.PP == 0 || rep.Job.MicroBatches == 0 {
 		return nil
 	}
-	s, err := schedule.New(name, rep.Job.PP, rep.Job.MicroBatches, max(v, 1))
+	s, err := schedule.New(name, rep.Job.PP, rep.Job.MicroBatches, v)
 	if err != nil {
 		return nil
 	}
-	b := s.TheoreticalBubble()
-	return &b
+	// Mean op duration per kind over all stages; ReplayBubble takes a whole
+	// stage's cost, of which one chunk is 1/v.
+	mean := func(d func(StageSummary) Dist) float64 {
+		var sum float64
+		var n int
+		for _, st := range rep.Stages {
+			sum += d(st).MeanMs * float64(d(st).N)
+			n += d(st).N
+		}
+		if n == 0 {
+			return 0
+		}
+		return sum / float64(n) * float64(v)
+	}
+	f := mean(func(s StageSummary) Dist { return s.F })
+	b := mean(func(s StageSummary) Dist { return s.B })
+	w := mean(func(s StageSummary) Dist { return s.W })
+	bubble := math.NaN()
+	if f > 0 && b > 0 {
+		bubble = s.ReplayBubble(f, b, w)
+	}
+	if math.IsNaN(bubble) {
+		bubble = s.TheoreticalBubble()
+	}
+	return &bubble
 }
 
 // window is the rows of one (step, pipeline).
