@@ -136,6 +136,7 @@ type hangJSONRank struct {
 	Pending       int         `json:"pending"`
 	WaitsFor      *int32      `json:"waits_for"`
 	WaitsBarrier  bool        `json:"waits_barrier"`
+	Terminal      string      `json:"terminal,omitempty"`
 	LastCompleted *hangJSONOp `json:"last_completed"`
 	Waiting       *hangJSONOp `json:"waiting"`
 	Truncated     bool        `json:"truncated"`
@@ -222,7 +223,7 @@ func writeHangJSON(w io.Writer, rep *hang.Report) error {
 	for i := range rep.Ranks {
 		rs := &rep.Ranks[i]
 		jr := hangJSONRank{Rank: int32(rs.Rank), Stage: int32(rs.Stage), Pipeline: rs.Pipeline, TPRank: rs.TPRank,
-			State: string(rs.State), Events: rs.Events, Pending: rs.Pending, WaitsBarrier: rs.WaitsBarrier,
+			State: string(rs.State), Events: rs.Events, Pending: rs.Pending, WaitsBarrier: rs.WaitsBarrier, Terminal: rs.Terminal,
 			LastCompleted: hangOp(rs.LastCompleted), Waiting: hangOp(rs.Waiting), Truncated: rs.Truncated,
 			BytesLost: rs.BytesLost, Lost: rs.Lost, LostReason: rs.LostReason}
 		if rs.WaitsFor != trace.NoRank {
@@ -263,8 +264,12 @@ func writeHangText(w io.Writer, rep *hang.Report) error {
 	if sched == "" {
 		sched = "unknown schedule"
 	}
-	fmt.Fprintf(&b, "Job: %d ranks (%d with events), PP %d x TP %d x DP %d, %s, %d events, %d send/recv pairs matched\n",
-		j.WorldSize, j.RanksPresent, j.PP, max(j.TP, 1), max(j.DP, 1), sched, j.Events, rep.Matched)
+	pp := "?"
+	if j.PP > 0 {
+		pp = fmt.Sprint(j.PP)
+	}
+	fmt.Fprintf(&b, "Job: %d ranks (%d with events), PP %s x TP %d x DP %d, %s, %d events, %d send/recv pairs matched\n",
+		j.WorldSize, j.RanksPresent, pp, max(j.TP, 1), max(j.DP, 1), sched, j.Events, rep.Matched)
 	dump := "latest timestamp in the trace"
 	if rep.DumpGiven {
 		dump = "given"
@@ -358,7 +363,9 @@ func hangRankTable(b *strings.Builder, rep *hang.Report) {
 	}
 	head := []string{"rank", "stage", "pipe", "tp", "state", "waiting in", "waits for", "waiting ms", "last completed"}
 	fmt.Fprintf(b, "Ranks:\n")
-	hangTable(b, head, rows)
+	if len(rows) > 0 {
+		hangTable(b, head, rows)
+	}
 	if shown > len(rows) {
 		fmt.Fprintf(b, "  ... %d more ranks (see --format json)\n", shown-len(rows))
 	}
@@ -405,6 +412,8 @@ func hangRankRow(rep *hang.Report, rs *hang.RankState) []string {
 		waitsFor = "barrier"
 	case rs.WaitsFor != trace.NoRank:
 		waitsFor = fmt.Sprint(rs.WaitsFor)
+	case rs.Terminal != "":
+		waitsFor = "none: " + rs.Terminal
 	}
 	if e := rs.LastCompleted; e != nil {
 		last = fmt.Sprintf("%s (seq %d)", hangDescribe(e), e.Seq)

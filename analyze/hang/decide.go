@@ -103,6 +103,9 @@ func (a *analysis) fillRanks() {
 		if ri.block >= 0 {
 			rs.Waiting = a.event(ri.block)
 		}
+		if a.reached[r] || ri.pending > 0 {
+			rs.Terminal = terminalNote[ri.term]
+		}
 		if ri.waitsFor >= 0 {
 			if a.isBarrier(ri.waitsFor) {
 				rs.WaitsBarrier = true
@@ -123,6 +126,17 @@ func (a *analysis) fillRanks() {
 			rep.Blocked = append(rep.Blocked, b)
 		}
 	}
+}
+
+// terminalNote is RankState.Terminal per terminal kind.
+var terminalNote = [...]string{
+	termNone:    "",
+	termCompute: "never ended",
+	termStopped: "stopped",
+	termAbsent:  "no events",
+	termStuck:   "transfer never completed",
+	termBadPair: "pair can never complete",
+	termBarrier: "",
 }
 
 func minRank(a *analysis, comp []int32) int32 {

@@ -138,10 +138,14 @@ type RankState struct {
 	// in the optimizer barrier (WaitsBarrier).
 	WaitsFor     trace.Rank
 	WaitsBarrier bool
-	Truncated    bool   // its file was cut off or not closed
-	BytesLost    int64  // bytes its file lost
-	Lost         bool   // events of this rank are evidently missing from the dump
-	LostReason   string // why Lost
+	// Terminal says why a blocked rank waits for no one: "pair can never
+	// complete", "transfer never completed", "never ended", "stopped",
+	// "no events"; "" when it waits for someone or is not blocked.
+	Terminal   string
+	Truncated  bool   // its file was cut off or not closed
+	BytesLost  int64  // bytes its file lost
+	Lost       bool   // events of this rank are evidently missing from the dump
+	LostReason string // why Lost
 }
 
 // Blocked is one op with a null end: posted (or started) and never completed.

@@ -96,6 +96,10 @@ func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
 			a.note("the trace has rank %d but world_size is %d", maxRank, w)
 		}
 	}
+	if a.rep.Job.WorldSize <= 0 {
+		a.rep.Job.WorldSize = n
+		a.note("the trace does not say the world size: taken as the highest rank seen + 1 (%d); pass it to find absent ranks beyond", n)
+	}
 	a.rep.DumpNs = latest
 	if opt.DumpNs != 0 {
 		a.rep.DumpNs, a.rep.DumpGiven = opt.DumpNs, true
