@@ -217,7 +217,7 @@ func writeHangJSON(w io.Writer, rep *hang.Report) error {
 			out.Path = append(out.Path, hangJSONNode{Rank: &r})
 		}
 	}
-	for st, n := range rep.Waiting {
+	for st, n := range rep.States {
 		out.States[string(st)] = n
 	}
 	for i := range rep.Ranks {

@@ -66,6 +66,12 @@ func (a *analysis) decide() {
 		rep.Verdict = VerdictMismatch
 	default:
 		rep.Verdict = VerdictOK
+		if len(a.divs) > 0 {
+			d := a.firstDivergence()
+			rep.Divergence = d
+			a.note("rank %d departed from the %s schedule in step %d (the schedule has %s there), but every send and receive matched: the job ran, perhaps on different data",
+				d.Rank, rep.Job.Schedule, d.Step, d.Want)
+		}
 		rep.RootCause = RootCause{Rank: trace.NoRank, Stage: -1, Step: -1, MicroBatch: -1, Reason: "ok",
 			Summary: fmt.Sprintf("every op completed and all %d send/recv pairs matched with the same labels", rep.Matched)}
 		return
@@ -114,7 +120,7 @@ func (a *analysis) fillRanks() {
 			}
 		}
 		rep.Ranks[r] = rs
-		rep.Waiting[ri.state]++
+		rep.States[ri.state]++
 		for i := ri.lo; i < ri.hi && ri.pending > 0; i++ {
 			if t.EndNs[i] != trace.NoTime {
 				continue

@@ -109,7 +109,7 @@ type Report struct {
 	Matched    int           // send/recv pairs matched by issue order
 	Notes      []string      // what the analysis assumed or could not use
 	Cycles     int           // wait-for cycles found (Cycle shows the first)
-	Waiting    map[State]int // ranks per state
+	States     map[State]int // number of ranks in each state
 }
 
 // Job is the shape of the job as the trace and Options describe it.
@@ -202,9 +202,11 @@ type Node struct {
 }
 
 // Run diagnoses t, the events a job's ranks recorded before the dump. It
-// never modifies t. It needs no particular row order (rows are ordered by
-// (rank, seq) first when they are not) and returns an error only for a
-// trace it cannot index: no events, or rank ids of MaxRanks or more.
+// never modifies t. t should have passed trace.Validate (ingest runs it);
+// Run needs no particular row order (rows are ordered by (rank, seq) first
+// when they are not) and returns an error for a trace it cannot index: no
+// events, a negative rank, a P2P op without a peer or to itself, rank ids of
+// MaxRanks or more.
 //
 // The algorithm, in the order Run applies it:
 //
@@ -261,23 +263,20 @@ func sortedByRankSeq(t *trace.Trace) bool {
 	return true
 }
 
-// sortedCopy returns t's rows ordered by (rank, seq), leaving t alone.
+// sortedCopy returns t's rows ordered by (rank, seq), leaving t alone:
+// SortByRankSeq gives the copy new column slices.
 func sortedCopy(t *trace.Trace) *trace.Trace {
-	c := t.Slice(0, t.Len())
-	c = c.Permute(identity(t.Len()))
+	c := *t
 	c.SortByRankSeq()
-	return c
-}
-
-func identity(n int) []int {
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	return idx
+	return &c
 }
 
 // rankError is returned for rank ids Run cannot index.
 func rankError(r int64) error {
 	return fmt.Errorf("hang: rank %d: rank ids of %d or more are not supported", r, MaxRanks)
+}
+
+// rowError says what is wrong with row i, which Run cannot index.
+func rowError(t *trace.Trace, i int, what string) error {
+	return fmt.Errorf("hang: row %d (rank %d, seq %d): %s (run trace.Validate first)", i, t.Rank[i], t.Seq[i], what)
 }

@@ -327,3 +327,24 @@ func TestOptSkipAll(t *testing.T) {
 		t.Errorf("verdict %s\n%s", rep.Verdict, dump(rep))
 	}
 }
+
+// TestBadRows: rows Run cannot index are errors, not panics.
+func TestBadRows(t *testing.T) {
+	for _, e := range []trace.Event{
+		op(-1, 0, trace.F, 0, -1, 0, 0, 1),
+		op(0, 0, trace.SendF, 0, -1, 0, 0, 1),
+		op(0, 0, trace.RecvB, 0, 0, 0, 0, 1),
+	} {
+		if _, err := hang.Run(build(trace.Meta{Schema: 1}, e), hang.Options{}); err == nil || !strings.Contains(err.Error(), "row 0") {
+			t.Errorf("%+v: %v", e, err)
+		}
+	}
+	// A one-stage job whose only rank skips a micro-batch completes: no
+	// pair disagrees, so the verdict stays ok, with the departure noted.
+	tr := mustRun(t, sim.Config{Schedule: "1f1b", Stages: 1, MicroBatches: 4,
+		Faults: []sim.Fault{{Kind: sim.FaultSkip, Rank: 0, Step: 0, MicroBatch: 1}}})
+	rep := run(t, tr, hang.Options{})
+	if rep.Verdict != hang.VerdictOK || rep.Divergence == nil || !rep.Divergence.Skipped || len(rep.Notes) == 0 {
+		t.Errorf("verdict %s divergence %+v notes %v", rep.Verdict, rep.Divergence, rep.Notes)
+	}
+}

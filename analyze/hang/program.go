@@ -13,8 +13,8 @@ import (
 // rank's first departure. A rank blocked part way through a step follows
 // the schedule as far as it went; one that went on to its optimizer step
 // (or a later step) with actions left has departed. When more ranks depart
-// than follow, the runtime's schedule is not the one package schedule
-// builds, and the check is dropped with a note.
+// than follow (and more than one does), the runtime's schedule is not the
+// one package schedule builds, and the check is dropped with a note.
 func (a *analysis) checkProgram() {
 	j := a.rep.Job
 	if j.Schedule == "" || j.PP <= 0 || j.MicroBatches <= 0 {
@@ -60,7 +60,7 @@ func (a *analysis) checkProgram() {
 			follow++
 		}
 	}
-	if len(divs) > follow {
+	if len(divs) > follow && len(divs) > 1 {
 		a.note("%d of %d ranks do not follow the %s schedule as ppprof builds it (the runtime orders its ops differently?): ops are not checked against it",
 			len(divs), len(divs)+follow, j.Schedule)
 		return

@@ -69,7 +69,7 @@ type rankInfo struct {
 
 // newAnalysis indexes t's ranks and fixes the dump time.
 func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
-	a := &analysis{t: t, opt: opt, rep: &Report{Waiting: map[State]int{}}}
+	a := &analysis{t: t, opt: opt, rep: &Report{States: map[State]int{}}}
 	m := t.Meta
 	a.rep.Job = Job{WorldSize: m.WorldSize, PP: m.PP, DP: m.DP, TP: m.TP, Virtual: m.Virtual,
 		MicroBatches: m.MicroBatches, Schedule: m.Schedule, Events: t.Len()}
@@ -79,6 +79,12 @@ func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
 	maxRank := int64(-1)
 	latest := int64(trace.NoTime)
 	for i := 0; i < t.Len(); i++ {
+		switch {
+		case t.Rank[i] < 0:
+			return nil, rowError(t, i, "negative rank")
+		case t.Kind[i].IsP2P() && (t.Peer[i] < 0 || t.Peer[i] == t.Rank[i]):
+			return nil, rowError(t, i, fmt.Sprintf("%s with peer %d", t.Kind[i], t.Peer[i]))
+		}
 		maxRank = max(maxRank, int64(t.Rank[i]), int64(t.Peer[i]))
 		latest = max(latest, t.IssueNs[i], t.StartNs[i], t.EndNs[i])
 	}
