@@ -53,6 +53,12 @@ func (a *analysis) decide() {
 		return
 	}
 
+	for r := range a.ranks {
+		if ri := &a.ranks[r]; ri.lost {
+			a.note("rank %d's events are missing (%s); no blocked rank waits for it, so the diagnosis does not depend on them", r, ri.lostWhy)
+		}
+	}
+
 	// 2, 3. The verdict.
 	sinks := a.sinks()
 	switch {
@@ -156,16 +162,27 @@ func minRank(a *analysis, comp []int32) int32 {
 }
 
 // lostRoot returns the rank whose missing events decide the verdict, or -1:
-// when hung, a lost rank some blocked rank reaches (a chain end first);
-// when not, a lost rank if no mismatch stands without the missing events.
+// when hung, a lost rank some blocked rank waits for, directly or through
+// others (a chain end first); when not, a lost rank if no mismatch stands
+// without the missing events.
 func (a *analysis) lostRoot(hung bool) trace.Rank {
+	waited := make([]bool, a.numNodes())
+	for v := int32(0); int(v) < len(waited); v++ {
+		for e := 0; a.reached[v]; e++ {
+			w, ok := a.succ(v, e)
+			if !ok {
+				break
+			}
+			waited[w] = true
+		}
+	}
 	best := trace.Rank(-1)
 	for r := range a.ranks {
 		ri := &a.ranks[r]
 		if !ri.lost {
 			continue
 		}
-		if hung && !a.reached[r] {
+		if hung && !waited[r] {
 			continue
 		}
 		if best < 0 || ri.waitsFor < 0 && a.ranks[best].waitsFor >= 0 {

@@ -65,9 +65,13 @@ func (a *analysis) buildGraph() {
 	for bi := range a.barriers {
 		b := &a.barriers[bi]
 		for r := range a.ranks {
-			// A rank with rows of a later step went past it (without
-			// recording OPT): it is not waited for.
-			if ri := &a.ranks[r]; ri.lastOptStep < b.step && ri.maxStep <= b.step {
+			// A rank with rows of a later step went past it, and one that
+			// records no OPT at all and finished the step with nothing
+			// pending is done with it: neither is waited for.
+			ri := &a.ranks[r]
+			passed := ri.maxStep > b.step ||
+				ri.present && ri.lastOptStep < 0 && ri.pending == 0 && ri.maxStep == b.step
+			if ri.lastOptStep < b.step && !passed {
 				b.waits = append(b.waits, int32(r))
 			}
 		}
@@ -111,7 +115,9 @@ func (a *analysis) buildGraph() {
 // An unmatched op waits for the peer, who must post its side. A matched
 // pair that never completed is judged by what both sides show: byte counts
 // that differ can never complete (terminal); a peer that stopped or is
-// stuck in compute is waited for; otherwise the side that started alone,
+// stuck in compute is waited for, as is the receiver of a rank that only
+// waits for its sends (it finished its actions: it is alive); otherwise
+// the side that started alone,
 // or posted last without the transfer starting, was alive when the other
 // was not, so the other is waited for; a transfer both sides started (or
 // a peer that went on) leaves this rank stuck in it, terminal.
@@ -139,6 +145,10 @@ func (a *analysis) p2pEdge(ri *rankInfo) {
 		ri.waitsFor = int32(peer)
 	case t.EndNs[p] != trace.NoTime:
 		ri.term = termStuck // the peer's side completed and ours did not
+	case ri.state == StateSend:
+		// It finished its actions and waits for its sends: it is alive,
+		// and waits for the receiver's side.
+		ri.waitsFor = int32(peer)
 	case bStarted && !pStarted:
 		ri.term = termStuck
 	case pStarted && !bStarted:

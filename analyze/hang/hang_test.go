@@ -348,3 +348,34 @@ func TestBadRows(t *testing.T) {
 		t.Errorf("verdict %s divergence %+v notes %v", rep.Verdict, rep.Divergence, rep.Notes)
 	}
 }
+
+// TestLostElsewhere: a rank that lost its tail but that no blocked rank
+// waits for does not make a found crash incomplete; it is noted.
+func TestLostElsewhere(t *testing.T) {
+	tr := mustRun(t, sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, Steps: 2, DP: 2,
+		Faults: []sim.Fault{{Kind: sim.FaultCrash, Rank: 1, Step: 1, MicroBatch: 1}}})
+	// Rank 0 (stage 0, pipeline 0) completed step 0; its file lost bytes,
+	// but the rows that were lost were all complete before the crash.
+	rep := run(t, tr, hang.Options{Files: []hang.File{{Path: "x", Ranks: []trace.Rank{2}, BytesLost: 10}}})
+	if rep.Verdict != hang.VerdictStalled || rep.RootCause.Rank != 1 {
+		t.Fatalf("verdict %s root %d\n%s", rep.Verdict, rep.RootCause.Rank, dump(rep))
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "rank 2's events are missing") }) {
+		t.Errorf("notes %v", rep.Notes)
+	}
+}
+
+// TestNoOptOnSomeRanks: a runtime that records OPT on some ranks only does
+// not make a clean trace incomplete.
+func TestNoOptOnSomeRanks(t *testing.T) {
+	tr := mustRun(t, sim.Config{Schedule: "gpipe", Stages: 3, MicroBatches: 4, Steps: 2})
+	var keep []int
+	for i := 0; i < tr.Len(); i++ {
+		if tr.Rank[i] == 0 || tr.Kind[i] != trace.Opt {
+			keep = append(keep, i)
+		}
+	}
+	if rep := run(t, tr.Permute(keep), hang.Options{}); rep.Verdict != hang.VerdictOK {
+		t.Errorf("verdict %s\n%s", rep.Verdict, dump(rep))
+	}
+}

@@ -174,7 +174,8 @@ func orUnknown(s string) string {
 // markLost marks the ranks whose events are evidently missing from the
 // dump: their file lost bytes (newAnalysis); a peer holds a completed op
 // that nothing of theirs matches; or other ranks completed an optimizer
-// step (a barrier every rank must reach) that they never posted.
+// step (a barrier every rank must reach) that they, recording optimizer
+// steps or recording nothing, never posted.
 func (a *analysis) markLost() {
 	t := a.t
 	mark := func(r trace.Rank, why string) {
@@ -208,7 +209,9 @@ func (a *analysis) markLost() {
 		return
 	}
 	for r := range a.ranks {
-		if a.ranks[r].lastOptStep < done {
+		// A rank with events but no optimizer step at all does not record
+		// OPT (some runtimes record it on some ranks only): no evidence.
+		if ri := &a.ranks[r]; ri.lastOptStep < done && (ri.lastOptStep >= 0 || !ri.present) {
 			mark(trace.Rank(r), fmt.Sprintf("rank %d completed the optimizer step of step %d, which every rank must reach, but rank %d recorded no optimizer step %d", doneRank, done, r, done))
 		}
 	}
