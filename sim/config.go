@@ -52,6 +52,7 @@ type Config struct {
 	SlowStage  int         // stage whose compute SlowFactor multiplies, in every pipeline; -1 none
 	SlowFactor float64     // compute multiplier of SlowStage; 0 means 1
 	Stragglers []Straggler // slow micro-batches; factors of all that match multiply
+	SlowRanks  []SlowRank  // slow workers of one replica (slowrank.go); factors of all that match multiply
 	// Jitter is the relative variation of compute: each compute duration is
 	// multiplied by a factor drawn uniformly in [1-Jitter, 1+Jitter], per
 	// (step, pipeline, stage, op) and shared by the stage's TP ranks. In [0, 1).
@@ -195,6 +196,11 @@ func (c Config) prepare() (*schedule.Schedule, error) {
 	for i, s := range c.Stragglers {
 		if err := s.check(c); err != nil {
 			return nil, fmt.Errorf("straggler %d (%s): %w", i, s, err)
+		}
+	}
+	for i, s := range c.SlowRanks {
+		if err := s.check(c); err != nil {
+			return nil, fmt.Errorf("slow rank %d (%s): %w", i, s, err)
 		}
 	}
 	for i, f := range c.Faults {

@@ -20,6 +20,7 @@ type costModel struct {
 	slowStage     int
 	slowFactor    float64
 	stragglers    []Straggler
+	slowRanks     []SlowRank
 
 	seqLen, mbs, hidden int64
 	dtype               string
@@ -49,6 +50,7 @@ func newCostModel(c Config, s *schedule.Schedule) *costModel {
 		slowStage:  c.SlowStage,
 		slowFactor: c.SlowFactor,
 		stragglers: c.Stragglers,
+		slowRanks:  c.SlowRanks,
 		seqLen:     int64(c.SeqLen), mbs: int64(c.MicroBatchSize), hidden: int64(c.Hidden),
 		dtype: c.Dtype, dsize: dtypeSize[c.Dtype],
 		latNs:     c.P2PLatencyUs * 1e3,
@@ -135,6 +137,7 @@ func (cm *costModel) compute(step, pipe, stage int, in instr) (dur int64, flops 
 			f *= s.Factor
 		}
 	}
+	f *= slowRankFactor(cm.slowRanks, pipe, stage)
 	if cm.jitter != nil {
 		f *= cm.jitter[(step*cm.dp+pipe)*cm.perSP+cm.stageOff[stage]+int(in.act)]
 	}
