@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -36,15 +37,146 @@ type FileInfo struct {
 
 // ReadFile reads one trace file of any format Sniff recognises, gzip
 // compressed or not, and returns its events ordered by (rank, seq), having
-// passed Validate. Warnings say what was tolerated (truncation); errors are
-// *FileError values naming path. The format is decided by content, never by
-// the file name.
+// passed Validate. Warnings say what was tolerated (truncation) and what
+// was inferred or could not be mapped; errors are *FileError values naming
+// path. The format is decided by content, never by the file name. Chrome
+// traces (Kineto, Megatron, plain) are decoded as a stream, never held
+// whole in memory. P2P ops whose peer or direction needs other ranks'
+// files are completed from this file alone where possible, else left out
+// with a warning: name all of a job's files to Open instead.
 func ReadFile(path string) (*trace.Trace, FileInfo, []Warning, error) {
-	data, err := os.ReadFile(path)
+	return readFileOpts(path, readOpts{})
+}
+
+// readOpts is what reading one file needs from Options.
+type readOpts struct {
+	rules []Rule
+}
+
+func readFileOpts(path string, opt readOpts) (*trace.Trace, FileInfo, []Warning, error) {
+	p, err := readPath(path, opt, nil)
 	if err != nil {
-		return nil, FileInfo{Path: path}, nil, &FileError{Path: path, Err: osReason(err)}
+		var warns []Warning
+		if p != nil {
+			warns = p.warns
+		}
+		return nil, FileInfo{Path: path}, warns, err
 	}
-	return readBytes(path, data)
+	return finishOne(p)
+}
+
+// finishOne completes a part read alone (resolve.go) and describes it.
+func finishOne(p *part) (*trace.Trace, FileInfo, []Warning, error) {
+	parts := []*part{p}
+	resolveParts(parts)
+	t := p.t
+	t.SortByRankSeq()
+	if err := t.Validate(); err != nil {
+		return nil, p.info, p.warns, &FileError{Path: p.info.Path, Err: err}
+	}
+	describe(p)
+	return t, p.info, p.warns, nil
+}
+
+// describe fills the FileInfo fields that depend on the rows.
+func describe(p *part) {
+	if p.info.Ranks == nil || p.fr == nil {
+		p.info.Ranks = p.t.Ranks()
+	}
+	p.info.Events = p.t.Len()
+	if p.info.Events == 0 && p.fr == nil {
+		p.warnf("no events")
+	}
+}
+
+// readPath reads the file at path into a part. prefix, when not nil, is
+// the file's first bytes already read (readInput sniffs them first). A
+// Chrome trace is streamed from the file; other formats are read whole.
+func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FileError{Path: path, Err: osReason(err)}
+	}
+	defer f.Close()
+	if prefix == nil {
+		buf := make([]byte, sniffLen)
+		n, err := io.ReadFull(f, buf)
+		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+			return nil, &FileError{Path: path, Err: osReason(err)}
+		}
+		prefix = buf[:n]
+	} else if _, err := f.Seek(int64(len(prefix)), io.SeekStart); err != nil {
+		return nil, &FileError{Path: path, Err: osReason(err)}
+	}
+	if format := Sniff(prefix); format.isChrome() {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, &FileError{Path: path, Err: osReason(err)}
+		}
+		return readChromeFile(path, f, format, opt)
+	}
+	rest, err := io.ReadAll(f)
+	if err != nil {
+		return nil, &FileError{Path: path, Err: osReason(err)}
+	}
+	return readData(path, append(prefix[:len(prefix):len(prefix)], rest...), opt)
+}
+
+// readChromeFile streams a Chrome trace from r, decompressing gzip on the
+// fly.
+func readChromeFile(path string, r io.Reader, format Format, opt readOpts) (*part, error) {
+	info := FileInfo{Path: path, Format: format}
+	br := &peekReader{r: r}
+	if bytes.HasPrefix(br.peek(2), gzipMagic) {
+		info.Compressed = true
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, &FileError{Path: path, Err: fmt.Errorf("corrupt gzip data: %v", err)}
+		}
+		r = zr
+	} else {
+		r = br
+	}
+	p, err := readChrome(path, r, format, opt)
+	if err != nil {
+		return p, &FileError{Path: path, Err: err}
+	}
+	p.info.Format, p.info.Compressed = info.Format, info.Compressed
+	return p, nil
+}
+
+// readChrome dispatches a Chrome-trace format to its reader.
+func readChrome(path string, r io.Reader, format Format, opt readOpts) (*part, error) {
+	if format == FormatMegatron {
+		return readMegatron(path, r)
+	}
+	return readKineto(path, r, kinetoOpts{mapper: newMapper(opt.rules), kineto: format == FormatKineto})
+}
+
+// peekReader lets the first bytes of a reader be looked at and read again.
+type peekReader struct {
+	r   io.Reader
+	buf []byte
+}
+
+func (p *peekReader) peek(n int) []byte {
+	for len(p.buf) < n {
+		b := make([]byte, n-len(p.buf))
+		m, err := p.r.Read(b)
+		p.buf = append(p.buf, b[:m]...)
+		if err != nil {
+			break
+		}
+	}
+	return p.buf[:min(n, len(p.buf))]
+}
+
+func (p *peekReader) Read(b []byte) (int, error) {
+	if len(p.buf) > 0 {
+		n := copy(b, p.buf)
+		p.buf = p.buf[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
 }
 
 // osReason drops the path an *fs.PathError repeats, since FileError names
@@ -60,13 +192,25 @@ func osReason(err error) error {
 // readBytes is ReadFile on data already in memory; path only names the
 // data in messages.
 func readBytes(path string, data []byte) (*trace.Trace, FileInfo, []Warning, error) {
-	info := FileInfo{Path: path, Format: FormatUnknown}
-	var warns []Warning
-	warn := func(format string, args ...any) {
-		warns = append(warns, Warning{Path: path, Message: fmt.Sprintf(format, args...)})
+	p, err := readData(path, data, readOpts{})
+	if err != nil {
+		var warns []Warning
+		info := FileInfo{Path: path, Format: FormatUnknown}
+		if p != nil {
+			warns, info = p.warns, p.info
+		}
+		return nil, info, warns, err
 	}
-	fail := func(err error) (*trace.Trace, FileInfo, []Warning, error) {
-		return nil, info, warns, &FileError{Path: path, Err: err}
+	return finishOne(p)
+}
+
+// readData reads one file's bytes into a part. On error the part, when not
+// nil, holds the warnings given before it.
+func readData(path string, data []byte, opt readOpts) (*part, error) {
+	p := &part{}
+	p.info = FileInfo{Path: path, Format: FormatUnknown}
+	fail := func(err error) (*part, error) {
+		return p, &FileError{Path: path, Err: err}
 	}
 	if len(data) == 0 {
 		return fail(ErrEmpty)
@@ -76,12 +220,12 @@ func readBytes(path string, data []byte) (*trace.Trace, FileInfo, []Warning, err
 	// it: the format reader below decides what of that is complete.
 	gzipCut := false
 	if bytes.HasPrefix(data, gzipMagic) {
-		info.Compressed = true
+		p.info.Compressed = true
 		inner, err := gunzipPrefix(data, -1)
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF) && len(inner) > 0:
 			gzipCut = true
-			warn("truncated gzip data: the compressed stream ends early (%d bytes decompressed)", len(inner))
+			p.warnf("truncated gzip data: the compressed stream ends early (%d bytes decompressed)", len(inner))
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return fail(errors.New("truncated gzip data: nothing could be decompressed"))
 		case err != nil:
@@ -98,33 +242,44 @@ func readBytes(path string, data []byte) (*trace.Trace, FileInfo, []Warning, err
 	if len(prefix) > sniffLen {
 		prefix = prefix[:sniffLen]
 	}
-	info.Format = Sniff(prefix)
+	p.info.Format = Sniff(prefix)
 	var t *trace.Trace
 	var err error
-	switch info.Format {
+	switch f := p.info.Format; f {
 	case FormatArrowFile, FormatArrowStream:
 		var ar arrowRead
 		ar, err = readArrow(data)
 		if err == nil {
 			t = ar.trace
-			info.Batches = ar.batches
-			info.Truncated = ar.truncated
-			info.BytesLost = ar.bytesLost
+			p.info.Batches = ar.batches
+			p.info.Truncated = ar.truncated
+			p.info.BytesLost = ar.bytesLost
 			if ar.warning != "" {
-				warn("%s", ar.warning)
+				p.warnf("%s", ar.warning)
 			}
 		}
 	case FormatCSV, FormatJSONL:
 		var lost int64
 		var dropped int
-		t, lost, dropped, err = readText(info.Format, data, gzipCut)
+		t, lost, dropped, err = readText(f, data, gzipCut)
 		if dropped > 0 {
-			info.Truncated = true
-			info.BytesLost = lost
-			warn("incomplete last line %d dropped (%d bytes): the file ends in the middle of a row", dropped, lost)
+			p.info.Truncated = true
+			p.info.BytesLost = lost
+			p.warnf("incomplete last line %d dropped (%d bytes): the file ends in the middle of a row", dropped, lost)
 		}
-	case FormatKineto:
-		err = fmt.Errorf("%w: Kineto traces are not supported yet", ErrUnsupported)
+	case FormatKineto, FormatMegatron, FormatChromeTrace, FormatFRPickle, FormatFRJSON:
+		var q *part
+		if f.isChrome() {
+			q, err = readChrome(path, bytes.NewReader(data), f, opt)
+		} else {
+			q, err = readFlightRecorder(path, data, f == FormatFRJSON)
+		}
+		if err == nil {
+			q.warns = append(p.warns, q.warns...)
+			q.info.Format, q.info.Compressed = f, p.info.Compressed
+			q.info.Truncated = q.info.Truncated || gzipCut
+			return q, nil
+		}
 	case FormatUnknown:
 		if corruptArrow(data) {
 			err = errors.New("corrupt Arrow stream: it starts with the Arrow continuation marker, but its first message is not a valid schema")
@@ -137,16 +292,9 @@ func readBytes(path string, data []byte) (*trace.Trace, FileInfo, []Warning, err
 	if err != nil {
 		return fail(err)
 	}
-
-	// 3. Describe what was read.
-	info.Truncated = info.Truncated || gzipCut
-	t.SortByRankSeq()
-	info.Ranks = t.Ranks()
-	info.Events = t.Len()
-	if info.Events == 0 {
-		warn("no events")
-	}
-	return t, info, warns, nil
+	p.info.Truncated = p.info.Truncated || gzipCut
+	p.t = t
+	return p, nil
 }
 
 // readText reads CSV or JSONL. When the text does not end with a newline

@@ -16,13 +16,23 @@ type Format string
 
 // The formats Sniff recognises.
 const (
-	FormatUnknown     Format = "unknown"      // none of the below
-	FormatArrowFile   Format = "arrow-file"   // Arrow IPC file (random access, with footer)
-	FormatArrowStream Format = "arrow-stream" // Arrow IPC stream (what the collector writes)
-	FormatCSV         Format = "csv"          // header row naming event-model columns
-	FormatJSONL       Format = "jsonl"        // one JSON object per line
-	FormatKineto      Format = "kineto"       // torch.profiler / Chrome trace JSON (not read yet)
+	FormatUnknown     Format = "unknown"                // none of the below
+	FormatArrowFile   Format = "arrow-file"             // Arrow IPC file (random access, with footer)
+	FormatArrowStream Format = "arrow-stream"           // Arrow IPC stream (what the collector writes)
+	FormatCSV         Format = "csv"                    // header row naming event-model columns
+	FormatJSONL       Format = "jsonl"                  // one JSON object per line
+	FormatKineto      Format = "kineto"                 // torch.profiler (Kineto) Chrome-trace JSON, one file per rank
+	FormatMegatron    Format = "megatron-timeline"      // Megatron-style timer timeline (forward-compute, ...), every rank in one file
+	FormatChromeTrace Format = "chrome-trace"           // any other Chrome trace (PiPPy's pipe visualizer...), read with the --map rules
+	FormatFRPickle    Format = "flight-recorder-pickle" // PyTorch Flight Recorder dump, pickle
+	FormatFRJSON      Format = "flight-recorder-json"   // PyTorch Flight Recorder dump, JSON
 )
+
+// isChrome reports whether f is one of the Chrome-trace formats, which are
+// read by streaming.
+func (f Format) isChrome() bool {
+	return f == FormatKineto || f == FormatMegatron || f == FormatChromeTrace
+}
 
 // gzipMagic starts every gzip member (RFC 1952).
 var gzipMagic = []byte{0x1f, 0x8b}
@@ -47,15 +57,24 @@ const sniffLen = 64 << 10
 var kinetoKeys = map[string]bool{
 	"traceEvents": true, "schemaVersion": true, "deviceProperties": true,
 	"distributedInfo": true, "displayTimeUnit": true, "traceName": true,
+	"baseTimeNanoseconds": true, "record_shapes": true,
 }
 
 // Sniff recognises a trace format from the first bytes of a file (64 KiB is
 // always enough; less usually is), never from its name. A gzip-compressed
 // prefix is decompressed as far as it goes and the content inside is
-// recognised. Rules, in order: Arrow magic (file or stream); '[' or a JSON
-// object with a Kineto key such as "traceEvents" is Kineto; any other '{'
-// whose first line is a whole JSON value is JSONL; a first line that parses as a comma-separated header with at
-// least "rank" and "kind" columns is CSV; anything else is FormatUnknown.
+// recognised. Rules, in order: Arrow magic (file or stream); a pickle whose
+// dict holds "entries" and "pg_config" is a Flight Recorder dump; a JSON
+// object with "entries" beside "pg_config" or "version" is a Flight
+// Recorder dump in JSON; a JSON array, or an object with "traceEvents" or
+// another Kineto key, is a Chrome trace: Megatron-style when its first
+// events are Megatron timers (forward-compute...), Kineto when the object
+// has a key only Kineto writes (schemaVersion, deviceProperties,
+// distributedInfo...) or its events have Kineto categories (cpu_op,
+// kernel, user_annotation), else a plain Chrome trace; any other '{' whose
+// first line is a whole JSON value is JSONL; a first line that parses as a
+// comma-separated header with at least "rank" and "kind" columns is CSV;
+// anything else is FormatUnknown.
 func Sniff(prefix []byte) Format {
 	if bytes.HasPrefix(prefix, gzipMagic) {
 		inner, _ := gunzipPrefix(prefix, sniffLen)
@@ -67,6 +86,9 @@ func Sniff(prefix []byte) Format {
 	if f := sniffArrow(prefix); f != FormatUnknown {
 		return f
 	}
+	if frPickleMagic(prefix) {
+		return FormatFRPickle
+	}
 	text := bytes.TrimPrefix(prefix, utf8BOM)
 	trimmed := bytes.TrimLeft(text, " \t\r\n")
 	if len(trimmed) == 0 {
@@ -74,10 +96,14 @@ func Sniff(prefix []byte) Format {
 	}
 	switch trimmed[0] {
 	case '[':
-		return FormatKineto
+		return classifyChrome(scanJSON(trimmed))
 	case '{':
-		if hasKinetoKey(trimmed) {
-			return FormatKineto
+		sc := scanJSON(trimmed)
+		if frJSONKeys(sc.keys) {
+			return FormatFRJSON
+		}
+		if sc.kineto || sc.keys["traceEvents"] {
+			return classifyChrome(sc)
 		}
 		if firstLineIsObject(trimmed) {
 			return FormatJSONL
@@ -90,31 +116,91 @@ func Sniff(prefix []byte) Format {
 	return FormatUnknown
 }
 
-// hasKinetoKey scans the keys of the JSON object data starts with, as far as
-// data goes, for a key only Kineto traces have.
-func hasKinetoKey(data []byte) bool {
+// jsonScan is what the start of a JSON document shows: the top-level keys
+// of an object, and the names and categories of the first events.
+type jsonScan struct {
+	keys   map[string]bool
+	kineto bool // a key only Kineto writes
+	names  []string
+	cats   []string
+}
+
+// scanJSON reads as much of data (a prefix, maybe cut anywhere) as it can.
+func scanJSON(data []byte) jsonScan {
+	sc := jsonScan{keys: map[string]bool{}}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return false
+	tok, err := dec.Token()
+	if err != nil {
+		return sc
+	}
+	events := func() {
+		for dec.More() && len(sc.names) < 256 {
+			var e struct {
+				Name string `json:"name"`
+				Cat  string `json:"cat"`
+			}
+			if dec.Decode(&e) != nil {
+				return
+			}
+			sc.names = append(sc.names, e.Name)
+			sc.cats = append(sc.cats, e.Cat)
+		}
+	}
+	if tok == json.Delim('[') {
+		events()
+		return sc
+	}
+	if tok != json.Delim('{') {
+		return sc
 	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return false
+			return sc
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return false
+			return sc
 		}
-		if kinetoKeys[key] {
-			return true
+		sc.keys[key] = true
+		if kinetoKeys[key] && key != "traceEvents" {
+			sc.kineto = true
+		}
+		if key == "traceEvents" {
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return sc
+			}
+			events()
+			return sc
 		}
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return false
+			return sc
 		}
 	}
-	return false
+	return sc
+}
+
+// kinetoCats are event categories only Kineto writes.
+var kinetoCats = map[string]bool{"cpu_op": true, "kernel": true, "user_annotation": true, "gpu_user_annotation": true,
+	"cuda_runtime": true, "gpu_memcpy": true, "python_function": true, "cuda_driver": true}
+
+// classifyChrome tells the Chrome-trace formats apart by their first events.
+func classifyChrome(sc jsonScan) Format {
+	for _, n := range sc.names {
+		if megatronSniffNames[n] {
+			return FormatMegatron
+		}
+	}
+	if sc.kineto {
+		return FormatKineto
+	}
+	for _, c := range sc.cats {
+		if kinetoCats[c] {
+			return FormatKineto
+		}
+	}
+	return FormatChromeTrace
 }
 
 // firstLineIsObject reports whether the first line of data, which starts

@@ -21,6 +21,14 @@ type Options struct {
 	// the order of the files, from the goroutine that called Open. Warnings
 	// are also returned in Result.Warnings.
 	Warn func(w Warning)
+
+	// Rules map annotation names of profiler traces (Kineto, plain Chrome
+	// traces) to events, before the built-in profiles; see ParseRule.
+	Rules []Rule
+
+	// NoAlign keeps every file's timestamps as written: no clock offsets
+	// are estimated between the files of other tools (see Result.Clocks).
+	NoAlign bool
 }
 
 // Result is what Open read.
@@ -28,6 +36,16 @@ type Result struct {
 	Trace    *trace.Trace // every file's events merged, ordered by (rank, seq), validated
 	Files    []FileInfo   // the files read, in the order they were named and found
 	Warnings []Warning    // every warning, in file order
+
+	// Comms holds the process groups and Flight Recorder state the files
+	// describe (nil when none do).
+	Comms *Comms
+
+	// Clocks says, for each file of another tool's format (Kineto,
+	// Megatron, Chrome, Flight Recorder), the offset added to its times to
+	// put every file on one time base, and how it was found. Empty when
+	// fewer than two such files were read.
+	Clocks []ClockOffset
 }
 
 // Open reads every trace named by paths and merges them into one trace.
@@ -42,9 +60,13 @@ type Result struct {
 // content is not a trace, or when they are Arrow data cut off before the end
 // of its schema (a rank that died before writing anything); but a directory
 // or pattern that yields no trace file is an error, as is a pattern that
-// matches nothing. A Kineto file is an error wherever it is found: it is
-// not read yet, and skipping it would hide why. The same file named twice
-// is read once.
+// matches nothing. A Megatron timeline's side file (meta.yaml,
+// meta-NAME.yaml) found in a directory is read with the timeline, not as a
+// trace. The same file named twice is read once.
+//
+// After reading, the steps that need every file run (resolveParts): P2P
+// peers by stage adjacency, Flight Recorder pipelines, and the clock
+// alignment of other tools' files (align.go, unless opt.NoAlign).
 //
 // Files are read in parallel; the result does not depend on it. Formats
 // are recognised by content (see Sniff), never by name. The files' events
@@ -67,32 +89,52 @@ func Open(paths []string, opt Options) (*Result, error) {
 
 	// 2. Read the files in parallel, handling each result in order.
 	res := &Result{}
-	var parts []*trace.Trace
-	var partFile []int // index into res.Files of each part
+	var read []*part
 	found := make([]int, len(sources))
-	err = readAll(inputs, func(in input, r readResult) error {
-		for _, w := range r.warns {
+	emit := func(ws []Warning) {
+		for _, w := range ws {
 			res.Warnings = append(res.Warnings, w)
 			if opt.Warn != nil {
 				opt.Warn(w)
 			}
 		}
-		if r.err != nil {
+	}
+	ro := readOpts{rules: opt.Rules}
+	err = readAll(inputs, ro, func(in input, r readResult) error {
+		if r.err != nil || r.skipped {
+			emit(r.warns)
 			return r.err
-		}
-		if r.skipped {
-			return nil
 		}
 		if in.source >= 0 {
 			found[in.source]++
 		}
-		partFile = append(partFile, len(res.Files))
-		res.Files = append(res.Files, r.info)
-		parts = append(parts, r.t)
+		read = append(read, r.p)
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+
+	// 2b. What needs every file: peers, pipelines, then per-file checks.
+	resolveParts(read)
+	var parts []*trace.Trace
+	var partFile []int // index into res.Files of each part
+	comms := &Comms{}
+	for _, p := range read {
+		p.t.SortByRankSeq()
+		if err := p.t.Validate(); err != nil {
+			emit(p.warns)
+			return nil, &FileError{Path: p.info.Path, Err: err}
+		}
+		describe(p)
+		emit(p.warns)
+		comms.merge(p.comms)
+		partFile = append(partFile, len(res.Files))
+		res.Files = append(res.Files, p.info)
+		parts = append(parts, p.t)
+	}
+	if len(comms.Groups) > 0 || len(comms.FlightRecorder) > 0 {
+		res.Comms = comms
 	}
 	for i, s := range sources {
 		if found[i] == 0 {
@@ -125,6 +167,11 @@ func Open(paths []string, opt Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
 		}
+	}
+	if !opt.NoAlign {
+		var ws []Warning
+		res.Clocks, ws = alignClocks(t, read)
+		emit(ws)
 	}
 	if err := t.Validate(); err != nil {
 		var re *trace.RowError
@@ -258,17 +305,16 @@ func expand(paths []string) ([]input, []source, error) {
 
 // readResult is the outcome of reading one input.
 type readResult struct {
-	t       *trace.Trace
-	info    FileInfo
-	warns   []Warning
-	skipped bool // found in a directory or pattern and not a trace
+	p       *part
+	warns   []Warning // of a skipped or failed file
+	skipped bool      // found in a directory or pattern and not a trace
 	err     error
 }
 
 // readAll reads inputs on up to GOMAXPROCS goroutines and calls handle for
 // each in input order, on the calling goroutine, as soon as it and all
 // inputs before it are read. It stops at the first error handle returns.
-func readAll(inputs []input, handle func(input, readResult) error) error {
+func readAll(inputs []input, opt readOpts, handle func(input, readResult) error) error {
 	results := make([]readResult, len(inputs))
 	done := make([]chan struct{}, len(inputs))
 	for i := range done {
@@ -288,7 +334,7 @@ func readAll(inputs []input, handle func(input, readResult) error) error {
 					return
 				}
 				if !stop.Load() {
-					results[i] = readInput(inputs[i])
+					results[i] = readInput(inputs[i], opt)
 				}
 				close(done[i])
 			}
@@ -309,43 +355,55 @@ func readAll(inputs []input, handle func(input, readResult) error) error {
 // readInput reads one file. A file found through a directory or pattern is
 // first sniffed from its first bytes, so a large file that is not a trace
 // (a core dump beside the rank files) is skipped without being read whole.
-func readInput(in input) readResult {
+func readInput(in input, opt readOpts) readResult {
+	fail := func(p *part, err error) readResult {
+		r := readResult{err: err}
+		if p != nil {
+			r.warns = p.warns
+		}
+		return r
+	}
 	if in.source < 0 {
-		t, info, warns, err := ReadFile(in.path)
-		return readResult{t: t, info: info, warns: warns, err: err}
+		p, err := readPath(in.path, opt, nil)
+		if err != nil {
+			return fail(p, err)
+		}
+		return readResult{p: p}
+	}
+	skip := func(why string) readResult {
+		return readResult{skipped: true, warns: []Warning{{Path: in.path, Message: "skipped: " + why}}}
+	}
+	if isMegatronMeta(in.path) {
+		return readResult{skipped: true}
 	}
 	f, err := os.Open(in.path)
 	if err != nil {
 		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
 	}
-	defer f.Close()
 	prefix := make([]byte, sniffLen)
 	n, err := io.ReadFull(f, prefix)
+	f.Close()
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
 	}
 	prefix = prefix[:n]
-	skip := func(why string) readResult {
-		return readResult{skipped: true, warns: []Warning{{Path: in.path, Message: "skipped: " + why}}}
-	}
 	if n == 0 {
 		return skip("empty file")
 	}
 	if Sniff(prefix) == FormatUnknown && !corruptArrow(prefix) {
 		return skip(fmt.Sprintf("not a trace (unrecognised content: starts with %s)", describePrefix(prefix)))
 	}
-	rest, err := io.ReadAll(f)
-	if err != nil {
-		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
-	}
-	t, info, warns, err := readBytes(in.path, append(prefix, rest...))
+	p, err := readPath(in.path, opt, prefix)
 	if errors.Is(err, arrowv1.ErrNoSchema) {
 		// A rank that died before writing its schema left no events and no
 		// metadata: beside other ranks' files that is an absent rank, not a
 		// reason to refuse the rest.
 		return skip("Arrow data cut off before the end of its schema: no events")
 	}
-	return readResult{t: t, info: info, warns: warns, err: err}
+	if err != nil {
+		return fail(p, err)
+	}
+	return readResult{p: p}
 }
 
 // plural says "1 file", "3 files", "0 matches".

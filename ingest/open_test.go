@@ -165,7 +165,7 @@ func TestOpenErrors(t *testing.T) {
 		{"bad pattern", []string{p("[x")}, p("[x") + ": bad pattern: syntax error in pattern"},
 		{"empty file", []string{p("empty.csv")}, p("empty.csv") + ": empty file"},
 		{"not a trace", []string{p("notes.txt")}, p("notes.txt") + `: not a trace (unrecognised content: starts with "hello\n")`},
-		{"kineto", []string{p("kineto.json")}, p("kineto.json") + ": unsupported trace format: Kineto traces are not supported yet"},
+		{"kineto without events", []string{p("kineto.json")}, "no events in 1 file"},
 		{"bad cell", []string{p("badcell.csv")}, p("badcell.csv") + `: line 3, column "end_ns": "two" is not an integer`},
 		{"corrupt gzip", []string{p("corrupt.csv.gz")}, p("corrupt.csv.gz") + ": corrupt gzip data: gzip: invalid checksum"},
 		{"same rank twice", []string{p("r0.csv"), p("r0-again.jsonl")}, "rank 0 is in two files: " + p("r0.csv") + " and " + p("r0-again.jsonl") + " (one job's files must hold disjoint ranks)"},

@@ -40,9 +40,15 @@ func TestSniff(t *testing.T) {
 		{"jsonl cut", `{"rank":0,"ki`, FormatJSONL},
 		{"pretty json", "{\n  \"rank\": 0\n}\n", FormatUnknown},
 		{"kineto", `{"schemaVersion": 1, "traceEvents": [`, FormatKineto},
-		{"kineto later key", `{"foo": {"a": [1, 2]}, "traceEvents": []}`, FormatKineto},
+		{"chrome later key", `{"foo": {"a": [1, 2]}, "traceEvents": []}`, FormatChromeTrace},
+		{"kineto by category", `{"traceEvents": [{"name": "aten::mm", "cat": "cpu_op", "ph": "X"}]}`, FormatKineto},
+		{"megatron array", `[{"name":"forward-compute","ph":"X","ts":1,"dur":2,"args":{"step":0}}]`, FormatMegatron},
+		{"megatron object cut", `{"traceEvents": [{"name":"backward-send","ph":"X"}, {"name":"for`, FormatMegatron},
+		{"flight recorder json", `{"version": "2.9", "pg_config": {}, "entries": [`, FormatFRJSON},
+		{"flight recorder pickle", "\x80\x02}q\x00(X\x07\x00\x00\x00entriesq\x01]X\t\x00\x00\x00pg_config", FormatFRPickle},
+		{"other pickle", "\x80\x04\x95\x05\x00\x00\x00", FormatUnknown},
 		{"kineto pretty", "\n{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [\n", FormatKineto},
-		{"chrome array", `[{"name": "F_0,0", "ph": "X"}]`, FormatKineto},
+		{"chrome array", `[{"name": "F_0,0", "ph": "X"}]`, FormatChromeTrace},
 		{"empty", "", FormatUnknown},
 		{"blank", " \n\t\n", FormatUnknown},
 		{"text", "hello world\n", FormatUnknown},
@@ -67,12 +73,13 @@ func TestSniff(t *testing.T) {
 	})
 }
 
-// TestSniffSharedData recognises the public Kineto and Chrome traces in
-// ../shared/data, when present, as Kineto.
+// TestSniffSharedData recognises the public traces in ../shared/data, when
+// present: Kineto, Megatron timeline, PiPPy's Chrome trace, Flight Recorder
+// pickles.
 func TestSniffSharedData(t *testing.T) {
 	want := map[string]Format{
-		"../../shared/data/megatron_timeline/timeline-ST.json.gz": FormatKineto,
-		"../../shared/data/pippy/pipe_visualized_4stage_4mb.json": FormatKineto,
+		"../../shared/data/megatron_timeline/timeline-ST.json.gz": FormatMegatron,
+		"../../shared/data/pippy/pipe_visualized_4stage_4mb.json": FormatChromeTrace,
 		"../../shared/data/megatron_timeline/ms-ST.json":          FormatUnknown, // pretty-printed JSON, not a trace
 		"../../shared/data/megatron_timeline/meta-ST.yaml":        FormatUnknown,
 	}
@@ -80,6 +87,10 @@ func TestSniffSharedData(t *testing.T) {
 	dlrm, _ := filepath.Glob("../../shared/data/kineto/dlrm_8rank/*.json.gz")
 	for _, f := range append(files, dlrm...) {
 		want[f] = FormatKineto
+	}
+	dumps, _ := filepath.Glob("../../shared/data/flight_recorder/*/_dump_*")
+	for _, f := range dumps {
+		want[f] = FormatFRPickle
 	}
 	if _, err := os.Stat("../../shared/data"); err != nil {
 		t.Skip("../shared/data not present")

@@ -1,0 +1,319 @@
+package ingest
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// ClockOffset is the offset alignClocks added to the times of one file of
+// another tool's format (one clock domain: a Kineto rank file, a Flight
+// Recorder dump, a whole Megatron timeline).
+type ClockOffset struct {
+	Path     string
+	Ranks    []trace.Rank
+	OffsetNs int64  // added to every issue, start and end time of the file's rows
+	Method   string // "reference", "collectives", "p2p causality", "collectives, p2p causality", or "none" (nothing to align with: offset 0)
+	// Collectives is how many collectives this file shares with the file it
+	// was aligned against; SpreadNs the median absolute deviation of their
+	// end-time differences (small: the ranks left together, as they must;
+	// large: the estimate is rough).
+	Collectives int
+	SpreadNs    int64
+	// LowNs and HighNs bound the offset relative to the reference file by
+	// causality (a receive cannot end before its send was posted, a send
+	// cannot end before its receive was posted), from the P2P pairs the two
+	// files share; math.MinInt64 / math.MaxInt64 when unbounded.
+	LowNs, HighNs int64
+	P2PPairs      int // matched send/receive pairs behind the bounds
+}
+
+// alignClocks puts the files of other tools on one time base, in place:
+//
+//  1. the file holding the lowest rank is the reference (offset 0); a file
+//     is one clock domain (its ranks share a clock, or the tool that wrote
+//     it put them on one);
+//  2. collectives (same group and group_seq, or same position in the
+//     group when group_seq is unknown) end together on every rank: the
+//     median difference of their end times estimates each file's offset
+//     from a file it shares collectives with;
+//  3. causality then bounds the offsets: for each matched P2P pair (sends
+//     and receives of a pair of ranks matched in issue order, as NCCL
+//     does), the receive ends after the send was posted and the send ends
+//     after the receive was posted. Offsets that break a bound are moved
+//     the least that satisfies it (Bellman-Ford on the difference
+//     constraints); inconsistent bounds (clocks that drift within the
+//     trace) leave the step-2 estimate and say so;
+//  4. times are shifted; what was applied is returned, and each non-zero
+//     offset is a warning.
+//
+// Files of collector formats (Arrow, CSV, JSONL) are never shifted.
+func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
+	// 1. Domains.
+	domainOf := map[trace.Rank]int{}
+	var doms []*part
+	for _, p := range parts {
+		if !p.external || len(p.info.Ranks) == 0 {
+			continue
+		}
+		d := len(doms)
+		doms = append(doms, p)
+		for _, r := range p.info.Ranks {
+			domainOf[r] = d
+		}
+	}
+	if len(doms) < 2 {
+		return nil, nil
+	}
+	n := len(doms)
+	ref := 0
+	for d, p := range doms {
+		if p.info.Ranks[0] < doms[ref].info.Ranks[0] {
+			ref = d
+		}
+	}
+
+	// 2. Collective end-time differences between domains.
+	type ckey struct {
+		group string
+		seq   int64
+	}
+	ends := map[ckey]map[int]int64{} // key -> domain -> end
+	ordinal := map[[2]any]int64{}
+	for i := 0; i < t.Len(); i++ {
+		if !t.Kind[i].IsCollective() || t.Group[i] == "" || t.EndNs[i] == trace.NoTime {
+			continue
+		}
+		d, ok := domainOf[t.Rank[i]]
+		if !ok {
+			continue
+		}
+		seq := t.GroupSeq[i]
+		if seq < 0 {
+			k := [2]any{t.Rank[i], t.Group[i]}
+			seq = ordinal[k]
+			ordinal[k]++
+		}
+		k := ckey{t.Group[i], seq}
+		if ends[k] == nil {
+			ends[k] = map[int]int64{}
+		}
+		if _, dup := ends[k][d]; !dup {
+			ends[k][d] = t.EndNs[i]
+		}
+	}
+	diffs := make(map[[2]int][]int64) // (a, b) -> x_b - x_a estimates
+	for _, byDom := range ends {
+		for a, ea := range byDom {
+			for b, eb := range byDom {
+				if a < b {
+					diffs[[2]int{a, b}] = append(diffs[[2]int{a, b}], ea-eb)
+				}
+			}
+		}
+	}
+	type edge struct {
+		to     int
+		offset int64 // x_to - x_from
+		n      int
+		spread int64
+	}
+	adj := make([][]edge, n)
+	for k, ds := range diffs {
+		med, mad := medianMAD(ds)
+		adj[k[0]] = append(adj[k[0]], edge{k[1], med, len(ds), mad})
+		adj[k[1]] = append(adj[k[1]], edge{k[0], -med, len(ds), mad})
+	}
+	for d := range adj {
+		sort.Slice(adj[d], func(i, j int) bool {
+			if adj[d][i].n != adj[d][j].n {
+				return adj[d][i].n > adj[d][j].n
+			}
+			return adj[d][i].to < adj[d][j].to
+		})
+	}
+	x := make([]int64, n)
+	out := make([]ClockOffset, n)
+	for d, p := range doms {
+		out[d] = ClockOffset{Path: p.info.Path, Ranks: p.info.Ranks, Method: "none", LowNs: math.MinInt64, HighNs: math.MaxInt64}
+	}
+	out[ref].Method = "reference"
+	seen := make([]bool, n)
+	seen[ref] = true
+	queue := []int{ref}
+	for len(queue) > 0 {
+		a := queue[0]
+		queue = queue[1:]
+		for _, e := range adj[a] {
+			if seen[e.to] {
+				continue
+			}
+			seen[e.to] = true
+			x[e.to] = x[a] + e.offset
+			out[e.to].Method, out[e.to].Collectives, out[e.to].SpreadNs = "collectives", e.n, e.spread
+			queue = append(queue, e.to)
+		}
+	}
+
+	// 3. Causality bounds from matched P2P pairs: x_b - x_a >= low[a][b].
+	low := map[[2]int]int64{}
+	pairs := map[[2]int]int{}
+	bound := func(a, b int, v int64) {
+		k := [2]int{a, b}
+		if old, ok := low[k]; !ok || v > old {
+			low[k] = v
+		}
+		pairs[k]++
+	}
+	type pk struct{ src, dst trace.Rank }
+	sends, recvs := map[pk][]int{}, map[pk][]int{}
+	for i := 0; i < t.Len(); i++ {
+		k := t.Kind[i]
+		if t.Peer[i] < 0 {
+			continue
+		}
+		switch {
+		case k.IsSend() || k.String() == "SEND":
+			sends[pk{t.Rank[i], t.Peer[i]}] = append(sends[pk{t.Rank[i], t.Peer[i]}], i)
+		case k.IsRecv() || k.String() == "RECV":
+			recvs[pk{t.Peer[i], t.Rank[i]}] = append(recvs[pk{t.Peer[i], t.Rank[i]}], i)
+		}
+	}
+	for k, ss := range sends {
+		da, okA := domainOf[k.src]
+		db, okB := domainOf[k.dst]
+		if !okA || !okB || da == db {
+			continue
+		}
+		rs := recvs[k]
+		for j := 0; j < len(ss) && j < len(rs); j++ {
+			s, r := ss[j], rs[j]
+			if t.EndNs[r] != trace.NoTime {
+				bound(da, db, t.IssueNs[s]-t.EndNs[r]) // recv ends after the send was posted
+			}
+			if t.EndNs[s] != trace.NoTime {
+				bound(db, da, t.IssueNs[r]-t.EndNs[s]) // send ends after the recv was posted
+			}
+		}
+	}
+	var warns []Warning
+	if len(low) > 0 {
+		y := append([]int64(nil), x...)
+		feasible := false
+		for round := 0; round <= n; round++ {
+			changed := false
+			for k, v := range low {
+				if y[k[1]] < y[k[0]]+v {
+					y[k[1]] = y[k[0]] + v
+					changed = true
+				}
+			}
+			if !changed {
+				feasible = true
+				break
+			}
+		}
+		if feasible {
+			for d := range y {
+				if y[d] != x[d] {
+					if out[d].Method == "collectives" {
+						out[d].Method = "collectives, p2p causality"
+					} else {
+						out[d].Method = "p2p causality"
+					}
+				}
+			}
+			shift := y[ref]
+			for d := range y {
+				x[d] = y[d] - shift
+			}
+		} else {
+			warns = append(warns, Warning{Path: doms[ref].info.Path, Message: "clock alignment: the P2P causality bounds contradict each other (clocks drifting within the trace?); kept the collective-based offsets"})
+		}
+		for d := range doms {
+			if d == ref {
+				continue
+			}
+			if v, ok := low[[2]int{ref, d}]; ok {
+				out[d].LowNs = v
+				out[d].P2PPairs += pairs[[2]int{ref, d}]
+			}
+			if v, ok := low[[2]int{d, ref}]; ok {
+				out[d].HighNs = -v
+				out[d].P2PPairs += pairs[[2]int{d, ref}]
+			}
+			if out[d].Method == "none" && out[d].P2PPairs > 0 {
+				out[d].Method = "p2p causality"
+			}
+		}
+	}
+
+	// 4. Shift.
+	for d := range doms {
+		out[d].OffsetNs = x[d]
+	}
+	for i := 0; i < t.Len(); i++ {
+		d, ok := domainOf[t.Rank[i]]
+		if !ok || x[d] == 0 {
+			continue
+		}
+		t.IssueNs[i] += x[d]
+		if t.StartNs[i] != trace.NoTime {
+			t.StartNs[i] += x[d]
+		}
+		if t.EndNs[i] != trace.NoTime {
+			t.EndNs[i] += x[d]
+		}
+	}
+	for d, o := range out {
+		if o.OffsetNs == 0 {
+			continue
+		}
+		msg := fmt.Sprintf("clock: times shifted by %s to line up with %s (%s", fmtDuration(o.OffsetNs), doms[ref].info.Path, o.Method)
+		if o.Collectives > 0 {
+			msg += fmt.Sprintf("; %d shared collectives, spread %s", o.Collectives, fmtDuration(o.SpreadNs))
+		}
+		if o.P2PPairs > 0 {
+			msg += fmt.Sprintf("; %d P2P pairs bound it to [%s, %s]", o.P2PPairs, fmtBound(o.LowNs), fmtBound(o.HighNs))
+		}
+		warns = append(warns, Warning{Path: doms[d].info.Path, Message: msg + ")"})
+	}
+	return out, warns
+}
+
+// medianMAD returns the median of xs and the median absolute deviation.
+func medianMAD(xs []int64) (int64, int64) {
+	s := append([]int64(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	med := s[len(s)/2]
+	dev := make([]int64, len(s))
+	for i, v := range s {
+		dev[i] = v - med
+		if dev[i] < 0 {
+			dev[i] = -dev[i]
+		}
+	}
+	sort.Slice(dev, func(i, j int) bool { return dev[i] < dev[j] })
+	return med, dev[len(dev)/2]
+}
+
+func fmtDuration(ns int64) string {
+	s := time.Duration(ns).String()
+	if ns > 0 {
+		s = "+" + s
+	}
+	return s
+}
+
+func fmtBound(ns int64) string {
+	switch ns {
+	case math.MinInt64:
+		return "-inf"
+	case math.MaxInt64:
+		return "+inf"
+	}
+	return time.Duration(ns).String()
+}

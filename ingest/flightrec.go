@@ -1,0 +1,342 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// This file reads PyTorch Flight Recorder dumps: the pickle ProcessGroupNCCL
+// writes on a timeout (TORCH_NCCL_DEBUG_INFO_TEMP_FILE, one file per rank,
+// "_dump_N"), and the JSON form of the same dict. One entry becomes one row:
+//
+//	record_id                 -> seq (entries are in record order)
+//	profiling_name            -> kind: nccl:send / nccl:recv are P2P, the
+//	                             rest collectives (ALL_REDUCE ...)
+//	process_group (name, desc) -> group (the name, as pg_config keys it)
+//	collective_seq_id         -> group_seq of a collective
+//	p2p_seq_id                -> group_seq of a P2P op
+//	"nccl:send a->b"          -> peer: b is a rank inside the group, mapped to
+//	                             a global rank through pg_config
+//	input_sizes, input_dtypes -> shape and dtype of the first input; bytes of
+//	                             all inputs
+//	time_created_ns           -> issue_ns
+//	state scheduled           -> start and end null (never started)
+//	state started             -> start time_discovered_started_ns, end null
+//	state completed           -> end time_discovered_completed_ns
+//
+// The dump knows nothing of stages: the stage is the rank's index in its
+// pipeline group (pg_config's PIPELINE_MODEL_PARALLEL_GROUP, or the group
+// its P2P ops use), the TP rank its index in TENSOR_MODEL_PARALLEL_GROUP;
+// the pipeline replica is numbered once every rank's dump is read
+// (resolve.go). Steps and micro-batches are unknown: step 0, micro-batch -1.
+
+// frSide is what resolve.go needs of one dump.
+type frSide struct {
+	rank    trace.Rank
+	ppGroup string // the pipeline group's name; "" when none was found
+	tpGroup string
+	groups  map[string]GroupInfo
+
+	stage    trace.Stage
+	tp       int32
+	pipeline int32 // set by resolveParts
+}
+
+var dumpRankRe = regexp.MustCompile(`(?:_dump_|dump[-_]?|rank[-_]?)(\d+)(?:\.[a-z]+)?$`)
+
+// frPickleMagic reports whether data starts like a pickle (protocol 2 to 5)
+// of a dict that holds Flight Recorder keys.
+func frPickleMagic(data []byte) bool {
+	if len(data) < 3 || data[0] != 0x80 || data[1] < 2 || data[1] > 5 {
+		return false
+	}
+	return bytes.Contains(data, []byte("entries")) && (bytes.Contains(data, []byte("pg_config")) || bytes.Contains(data, []byte("profiling_name")))
+}
+
+// frJSONKeys reports whether a JSON object's top-level keys are a Flight
+// Recorder dump's: "entries" beside "pg_config" or "version".
+func frJSONKeys(keys map[string]bool) bool {
+	return keys["entries"] && (keys["pg_config"] || keys["pg_status"] || keys["version"])
+}
+
+// readFlightRecorder reads one dump (pickle, or JSON when isJSON).
+func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
+	var root map[string]any
+	if isJSON {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("flight recorder JSON: %s", jsonErrText(err))
+		}
+		root = asMap(v)
+	} else {
+		v, err := loadPickle(data)
+		if err != nil {
+			return nil, err
+		}
+		root = asMap(v)
+	}
+	if root == nil {
+		return nil, errors.New("flight recorder dump: not a dict")
+	}
+	p := &part{external: true, comms: &Comms{}}
+	p.info.Path = path
+
+	// The rank: a "rank" key where the dump has one, else the file name.
+	rank := trace.Rank(-1)
+	if r, ok := asInt(root["rank"]); ok && r >= 0 && r < 1<<31 {
+		rank = trace.Rank(r)
+	} else if m := dumpRankRe.FindStringSubmatch(filepath.Base(path)); m != nil {
+		if r, err := strconv.ParseInt(m[1], 10, 32); err == nil {
+			rank = trace.Rank(r)
+		}
+	}
+	if rank < 0 {
+		return nil, errors.New("flight recorder dump: no rank (no \"rank\" key, and the file name does not end in _dump_N)")
+	}
+	side := &frSide{rank: rank, groups: map[string]GroupInfo{}}
+	p.fr = side
+
+	// 1. Groups.
+	for name, v := range asMap(root["pg_config"]) {
+		m := asMap(v)
+		g := GroupInfo{Name: name, Desc: asString(m["desc"])}
+		if n := asString(m["name"]); n != "" {
+			g.Name = n
+		}
+		switch r := m["ranks"].(type) {
+		case string:
+			g.Ranks = parseRankList(r)
+		case []any:
+			for _, x := range r {
+				if v, ok := asInt(x); ok && v >= 0 && v < 1<<31 {
+					g.Ranks = append(g.Ranks, trace.Rank(v))
+				}
+			}
+		}
+		side.groups[g.Name] = g
+		p.comms.addGroup(g)
+	}
+	status := map[string]FRGroupStatus{}
+	for name, v := range asMap(root["pg_status"]) {
+		m := asMap(v)
+		st := FRGroupStatus{LastEnqueued: -1, LastStarted: -1, LastCompleted: -1}
+		if x, ok := asInt(m["last_enqueued_collective"]); ok {
+			st.LastEnqueued = x
+		}
+		if x, ok := asInt(m["last_started_collective"]); ok {
+			st.LastStarted = x
+		}
+		if x, ok := asInt(m["last_completed_collective"]); ok {
+			st.LastCompleted = x
+		}
+		status[name] = st
+	}
+	entries := asList(root["entries"])
+
+	// 2. The pipeline and TP groups.
+	p2pUse := map[string]int{}
+	for _, v := range entries {
+		e := asMap(v)
+		if b, _ := e["is_p2p"].(bool); b || strings.Contains(asString(e["profiling_name"]), "send") || strings.Contains(asString(e["profiling_name"]), "recv") {
+			g, _ := entryGroup(e)
+			p2pUse[g]++
+		}
+	}
+	side.ppGroup = pickGroup(side.groups, rank, []string{"PIPELINE_MODEL_PARALLEL_GROUP", "pipeline_model_parallel_group", "pp"}, p2pUse)
+	side.tpGroup = pickGroup(side.groups, rank, []string{"TENSOR_MODEL_PARALLEL_GROUP", "tensor_model_parallel_group", "tp"}, nil)
+	stage, tp, pp := trace.Stage(0), int32(0), 0
+	stageFrom := "unknown: no pipeline group in pg_config; stage 0 assumed"
+	if g, ok := side.groups[side.ppGroup]; ok {
+		stage, pp = trace.Stage(indexOf(g.Ranks, rank)), len(g.Ranks)
+		stageFrom = fmt.Sprintf("index in pipeline group %s (%s)", g.Name, g.Desc)
+	} else {
+		p.warnf("no pipeline-parallel group in pg_config: stage 0 assumed")
+	}
+	if g, ok := side.groups[side.tpGroup]; ok {
+		tp = int32(indexOf(g.Ranks, rank))
+	}
+	side.stage, side.tp = stage, tp
+	meta := trace.Meta{Schema: trace.SchemaMajor, Clock: trace.ClockHost, PP: pp}
+	if g, ok := side.groups[side.tpGroup]; ok {
+		meta.TP = len(g.Ranks)
+	}
+	for _, g := range side.groups {
+		if g.Desc == "default_pg" {
+			meta.WorldSize = len(g.Ranks)
+		}
+	}
+	p.comms.FlightRecorder = map[trace.Rank]FRRank{rank: {Path: path, Version: asString(root["version"]),
+		NCCL: asString(root["nccl_version"]), Entries: len(entries), PGStatus: status, StageFrom: stageFrom}}
+
+	// 3. Entries.
+	var rows rowSet
+	var noPeer, unknownTime int
+	unknown := counter{}
+	states := counter{}
+	for i, v := range entries {
+		e := asMap(v)
+		if e == nil {
+			return nil, fmt.Errorf("entry %d: not a dict", i)
+		}
+		name := asString(e["profiling_name"])
+		kind, p2p, skip, known := collectiveKind(name)
+		if skip {
+			unknown[name]++
+			continue
+		}
+		if !known {
+			unknown[name]++
+		}
+		group, _ := entryGroup(e)
+		ev := trace.Event{Rank: rank, Stage: stage, TPRank: tp, Step: 0, MicroBatch: trace.NoMicroBatch,
+			Peer: trace.NoRank, Group: group, GroupSeq: trace.NoGroupSeq, Kind: kind}
+		created, ok := asInt(e["time_created_ns"])
+		if !ok {
+			unknownTime++
+			continue
+		}
+		ev.IssueNs, ev.StartNs, ev.EndNs = created, trace.NoTime, trace.NoTime
+		state := asString(e["state"])
+		states[state]++
+		started, hasStart := asInt(e["time_discovered_started_ns"])
+		completed, hasEnd := asInt(e["time_discovered_completed_ns"])
+		switch state {
+		case "started":
+			ev.StartNs = created
+			if hasStart {
+				ev.StartNs = started
+			}
+		case "completed":
+			ev.StartNs = created
+			if hasStart {
+				ev.StartNs = started
+			}
+			ev.EndNs = ev.StartNs
+			if hasEnd && completed >= ev.StartNs {
+				ev.EndNs = completed
+			}
+		}
+		sizes, dtypes := asList(e["input_sizes"]), asList(e["input_dtypes"])
+		for j, s := range sizes {
+			dims := intList(s)
+			if j == 0 {
+				ev.Shape = shapeString(dims)
+			}
+			if j < len(dtypes) {
+				short, size := normDtype(asString(dtypes[j]))
+				if j == 0 {
+					ev.Dtype = short
+				}
+				if n := elems(dims); n >= 0 && size > 0 {
+					ev.Bytes += n * size
+				}
+			}
+		}
+		if !p2p {
+			if s, ok := asInt(e["collective_seq_id"]); ok && s >= 0 {
+				ev.GroupSeq = s
+			}
+			rows.add(ev)
+			continue
+		}
+		if s, ok := asInt(e["p2p_seq_id"]); ok && s >= 0 {
+			ev.GroupSeq = s
+		}
+		send := isSendName(name)
+		if _, peer, ok := p2pPeersFromName(name); ok {
+			if g, ok := side.groups[group]; ok && peer < int64(len(g.Ranks)) {
+				ev.Peer = g.Ranks[peer]
+			}
+		}
+		if ev.Peer == trace.NoRank {
+			noPeer++
+			continue
+		}
+		rows.addPending(ev, send)
+	}
+	if unknown.total() > 0 {
+		p.warnf("entries of unknown or non-operation type (kept as COLLECTIVE when not 'wait'): %s", unknown.summary())
+	}
+	if noPeer > 0 {
+		p.warnf("%s whose peer could not be mapped to a global rank (group not in pg_config, or no a->b in the name): not read", plural(noPeer, "P2P entry"))
+	}
+	if unknownTime > 0 {
+		p.warnf("%s without time_created_ns: not read", plural(unknownTime, "entry"))
+	}
+	if len(entries) == 0 {
+		p.warnf("the dump has no entries: rank %d recorded no collective (it may be the one that hung)", rank)
+	}
+	p.t, p.pending = rows.finish(meta)
+	p.info.Ranks = []trace.Rank{rank}
+	return p, nil
+}
+
+// entryGroup returns an entry's group name and description.
+func entryGroup(e map[string]any) (string, string) {
+	pg := asList(e["process_group"])
+	if len(pg) >= 2 {
+		return asString(pg[0]), asString(pg[1])
+	}
+	if len(pg) == 1 {
+		return asString(pg[0]), ""
+	}
+	return asString(e["pg_id"]), ""
+}
+
+// pickGroup returns the name of the group (holding rank) whose description
+// is one of descs, else the group most of the rank's P2P ops use (when use
+// is given), else "".
+func pickGroup(groups map[string]GroupInfo, rank trace.Rank, descs []string, use map[string]int) string {
+	names := make([]string, 0, len(groups))
+	for n := range groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, d := range descs {
+		for _, n := range names {
+			if groups[n].Desc == d && indexOf(groups[n].Ranks, rank) >= 0 {
+				return n
+			}
+		}
+	}
+	best, bestN := "", 0
+	for _, n := range names {
+		g := groups[n]
+		if use[n] > bestN && g.Desc != "default_pg" && len(g.Ranks) > 1 && indexOf(g.Ranks, rank) >= 0 {
+			best, bestN = n, use[n]
+		}
+	}
+	return best
+}
+
+// indexOf returns the position of r in rs, or -1.
+func indexOf(rs []trace.Rank, r trace.Rank) int {
+	for i, x := range rs {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// intList reads a list of integers, skipping anything else.
+func intList(v any) []int64 {
+	var out []int64
+	for _, x := range asList(v) {
+		if n, ok := asInt(x); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
