@@ -16,6 +16,7 @@ type analyzeOptions struct {
 	step   string
 	failOn []string
 	quiet  bool
+	maps   []string // --map rules (mapflags.go)
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -39,6 +40,7 @@ and per-stage and per-step tables. Definitions: README "The numbers".`,
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")
 	cmd.Flags().StringArrayVar(&opts.failOn, "fail-on", nil, "exit 3 when a threshold is crossed, e.g. 'bubble>0.3', 'balance<0.9', 'mfu<0.4', 'step_ms>1200' (repeatable)")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	addMapFlag(cmd, &opts.maps)
 	return cmd
 }
 
@@ -66,7 +68,7 @@ func analyzeRun(opts *analyzeOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return err
 	}

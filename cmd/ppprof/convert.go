@@ -13,6 +13,7 @@ type convertOptions struct {
 	out         string
 	compression string
 	quiet       bool
+	maps        []string // --map rules (mapflags.go)
 	stdout      io.Writer
 	stderr      io.Writer
 }
@@ -21,8 +22,14 @@ func newCmdConvert(stdout, stderr io.Writer) *cobra.Command {
 	opts := &convertOptions{stdout: stdout, stderr: stderr}
 	cmd := &cobra.Command{
 		Use:   "convert PATH... -o trace.arrow",
-		Short: "Merge traces (CSV, JSONL, Arrow) into one Arrow file",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Merge traces (Arrow, CSV, JSONL, Kineto, Megatron timelines, Chrome traces, Flight Recorder dumps) into one Arrow file",
+		Long: `convert reads traces of any format ppprof knows (recognised by content:
+Arrow, CSV, JSONL, torch.profiler / Kineto JSON, Megatron-style timer
+timelines, plain Chrome traces such as PiPPy's, PyTorch Flight Recorder
+dumps), merges every rank's files and writes one Arrow file. What could
+not be mapped or had to be inferred is printed as warnings. See
+docs/formats.md for the mapping rules.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
 			return convertRun(opts)
@@ -31,6 +38,7 @@ func newCmdConvert(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVarP(&opts.out, "output", "o", "", "the Arrow file to write")
 	cmd.Flags().StringVar(&opts.compression, "compression", "", "record batch compression: none, lz4 or zstd")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	addMapFlag(cmd, &opts.maps)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
@@ -40,7 +48,7 @@ func convertRun(opts *convertOptions) error {
 	if err != nil {
 		return fmt.Errorf("--compression: %w", err)
 	}
-	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return err
 	}
