@@ -90,7 +90,7 @@ type Recorder struct {
 	size   uint64
 	batchN uint64
 
-	_           [64]byte
+	_        [64]byte
 	next     atomic.Uint64 // next seq to claim; written by producers
 	closed   atomic.Bool
 	inflight atomic.Int32 // CUDA hot-path sections in progress (Close waits for 0)

@@ -319,7 +319,6 @@ func TestCompressionAndFsync(t *testing.T) {
 	}
 }
 
-
 // TestConfigErrors: bad configurations are refused with a reason.
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
