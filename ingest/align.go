@@ -218,7 +218,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 		}
 		if feasible {
 			for d := range y {
-				if y[d] != x[d] {
+				if d != ref && y[d]-y[ref] != x[d]-x[ref] {
 					if out[d].Method == "collectives" {
 						out[d].Method = "collectives, p2p causality"
 					} else {

@@ -48,6 +48,18 @@ func resolveParts(parts []*part) {
 			note(p.fr.rank, p.fr.stage, p.fr.pipeline, p.fr.tp)
 		}
 	}
+	// A dump's pipeline group also places the ranks whose dumps were not
+	// read: the group's i-th rank holds stage i of the same pipeline.
+	for _, p := range parts {
+		if p.fr == nil {
+			continue
+		}
+		if g, ok := p.fr.groups[p.fr.ppGroup]; ok {
+			for i, r := range g.Ranks {
+				note(r, trace.Stage(i), p.fr.pipeline, p.fr.tp)
+			}
+		}
+	}
 	type slot struct {
 		pipe  int32
 		stage trace.Stage
