@@ -599,7 +599,7 @@ func (a *analysis) lostCause(r trace.Rank) RootCause {
 		rc.Step = e.Step
 		last = "its last recorded op is " + describeOp(e)
 	}
-	rc.Summary = fmt.Sprintf("the dump is incomplete: %s's events are missing (%s); %s%s. Collect its events again to decide; until then it is the suspect",
+	rc.Summary = fmt.Sprintf("the dump is incomplete: events of %s are missing (%s); %s%s. Collect its events again to decide; until then it is the suspect",
 		a.describeRank(r), ri.lostWhy, last, a.waitedBy(r))
 	return rc
 }

@@ -73,7 +73,7 @@ func hangRun(opts *hangOptions) error {
 	case rep.Verdict.Found():
 		return &exitCodeError{code: exitHangFound}
 	case rep.Verdict == hang.VerdictIncomplete && !opts.quiet:
-		fmt.Fprintf(opts.stderr, "ppprof: warning: the dump is incomplete, so no verdict (exit 0): %s\n", rep.RootCause.Summary)
+		fmt.Fprintf(opts.stderr, "ppprof: warning: verdict incomplete, exit status 0: %s\n", rep.RootCause.Summary)
 	}
 	return nil
 }

@@ -261,7 +261,7 @@ func TestHangTruncated(t *testing.T) {
 	if r := out.Ranks[victim]; !r.Truncated || r.BytesLost <= 0 || !r.Lost {
 		t.Errorf("rank %d: %+v", victim, r)
 	}
-	if !strings.Contains(stderr, "truncated stream") || !strings.Contains(stderr, "the dump is incomplete") {
+	if !strings.Contains(stderr, "truncated stream") || !strings.Contains(stderr, "warning: verdict incomplete") {
 		t.Errorf("stderr lacks the warnings:\n%s", stderr)
 	}
 	if _, stderr, _ := ppprof(t, "hang", "--quiet", dir); stderr != "" {
