@@ -473,7 +473,7 @@ func (a *analysis) sinkCause(sinks []int32) RootCause {
 		return a.stoppedCause(rs[0])
 	}
 	if rs := rank(termCompute); len(rs) > 0 {
-		return a.computeCause(rs[0])
+		return a.computeCause(rs)
 	}
 	if rs := rank(termStuck); len(rs) > 0 {
 		return a.stuckCause(rs)
@@ -526,15 +526,35 @@ func (a *analysis) stoppedCause(r trace.Rank) RootCause {
 	return rc
 }
 
-func (a *analysis) computeCause(r trace.Rank) RootCause {
+// computeCause names the rank stuck in compute the longest (the earliest
+// start, or post); the others stuck in compute, if any, are candidates: a
+// TP group hung in a collective inside its compute looks like this.
+func (a *analysis) computeCause(rs []trace.Rank) RootCause {
+	since := func(r trace.Rank) int64 {
+		e := a.event(a.ranks[r].block)
+		if e.StartNs != trace.NoTime {
+			return e.StartNs
+		}
+		return e.IssueNs
+	}
+	r := rs[0]
+	for _, x := range rs[1:] {
+		if since(x) < since(r) {
+			r = x
+		}
+	}
 	e := a.event(a.ranks[r].block)
 	rc := a.cause(r, "stopped_in_compute")
 	rc.Step, rc.MicroBatch = e.Step, e.MicroBatch
-	since := "was posted " + ms(a.rep.DumpNs-e.IssueNs) + " before the dump and never started"
+	when := "was posted " + ms(a.rep.DumpNs-e.IssueNs) + " before the dump and never started"
 	if e.StartNs != trace.NoTime {
-		since = "started " + ms(a.rep.DumpNs-e.StartNs) + " before the dump and never ended"
+		when = "started " + ms(a.rep.DumpNs-e.StartNs) + " before the dump and never ended"
 	}
-	rc.Summary = fmt.Sprintf("%s stopped in %s: it %s (it crashed there, or hangs in it)%s", a.describeRank(r), describeOp(e), since, a.waitedBy(r))
+	rc.Summary = fmt.Sprintf("%s stopped in %s: it %s (it crashed there, or hangs in it)%s", a.describeRank(r), describeOp(e), when, a.waitedBy(r))
+	if len(rs) > 1 {
+		rc.Candidates = rs
+		rc.Summary += fmt.Sprintf("; %s are stuck in compute too (a collective inside it, such as a TP all-reduce, hangs if one of them died)", rankList("rank", rs))
+	}
 	return rc
 }
 

@@ -379,3 +379,25 @@ func TestNoOptOnSomeRanks(t *testing.T) {
 		t.Errorf("verdict %s\n%s", rep.Verdict, dump(rep))
 	}
 }
+
+// TestComputeGroup: a TP group stuck in compute (a hung all-reduce inside
+// F) names the rank stuck longest and the others as candidates.
+func TestComputeGroup(t *testing.T) {
+	tr := build(trace.Meta{Schema: 1},
+		op(0, 0, trace.F, 0, -1, 0, 0, 1),
+		op(0, 1, trace.SendF, 0, 2, 1, 1, 1),
+		op(0, 2, trace.F, 1, -1, 1, 2, none),
+		op(1, 0, trace.F, 0, -1, 0, 0, 1),
+		op(1, 1, trace.SendF, 0, 3, 1, 1, 1),
+		op(1, 2, trace.F, 1, -1, 1, 1, none),
+		op(2, 0, trace.RecvF, 0, 0, 0, 1, 1),
+		op(2, 1, trace.RecvF, 1, 0, 1, none, none),
+		op(3, 0, trace.RecvF, 0, 1, 0, 1, 1),
+		op(3, 1, trace.RecvF, 1, 1, 1, none, none),
+	)
+	rep := run(t, tr, hang.Options{})
+	rc := rep.RootCause
+	if rep.Verdict != hang.VerdictStalled || rc.Rank != 1 || rc.Reason != "stopped_in_compute" || !slices.Equal(rc.Candidates, []trace.Rank{0, 1}) {
+		t.Errorf("verdict %s root %+v", rep.Verdict, rc)
+	}
+}
