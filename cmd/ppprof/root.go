@@ -65,6 +65,9 @@ file or stream (as the collector writes), CSV, JSONL, optionally gzipped.`,
 		newCmdAnalyze(stdout, stderr),
 		newCmdDiff(stdout, stderr),
 		newCmdHang(stdout, stderr),
+		newCmdReport(stdout, stderr),
+		newCmdExport(stdout, stderr),
+		newCmdDemo(stdout, stderr),
 	)
 	return root
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/report"
+	"github.com/ppprof/ppprof/trace"
+	"github.com/spf13/cobra"
+)
+
+type exportOptions struct {
+	paths    []string
+	pprof    string
+	perfetto string
+	parquet  string
+	step     string
+	quiet    bool
+	maps     []string
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+func newCmdExport(stdout, stderr io.Writer) *cobra.Command {
+	opts := &exportOptions{stdout: stdout, stderr: stderr}
+	cmd := &cobra.Command{
+		Use:   "export PATH... [--pprof FILE] [--perfetto FILE] [--parquet DIR]",
+		Short: "Export a trace for pprof, Perfetto / chrome://tracing, or Parquet (Spark, Trino, DuckDB)",
+		Long: `export reads a trace (files, directories, globs; many ranks merge) and
+writes it for other tools; give one or more of:
+
+--pprof FILE     a pprof profile of wall time: stacks read pipeline > stage >
+                 kind > micro-batch, idle time as idle:warmup, idle:cooldown,
+                 idle:p2p-wait and idle:other; labels step, rank, micro-batch.
+                 go tool pprof -top FILE, or -http=: FILE for flame graphs.
+--perfetto FILE  Chrome trace-event JSON: one process per rank, compute, send
+                 and receive tracks, flow arrows from each send to its matched
+                 receive. Open it in ui.perfetto.dev or chrome://tracing.
+--parquet DIR    the events as Parquet under DIR/step=S/rank=R/part-0.parquet
+                 (hive partitioning); DIR must be new or empty.
+
+--step N limits every export to step N. See docs/report.md.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.paths = args
+			return exportRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.pprof, "pprof", "", "write a pprof profile to FILE")
+	f.StringVar(&opts.perfetto, "perfetto", "", "write Chrome trace-event JSON (Perfetto) to FILE")
+	f.StringVar(&opts.parquet, "parquet", "", "write Parquet files under DIR")
+	f.StringVar(&opts.step, "step", "all", "the step to export (a number), or all")
+	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	addMapFlag(cmd, &opts.maps)
+	return cmd
+}
+
+func exportRun(opts *exportOptions) error {
+	if opts.pprof == "" && opts.perfetto == "" && opts.parquet == "" {
+		return fmt.Errorf("nothing to write: give --pprof FILE, --perfetto FILE or --parquet DIR")
+	}
+	step, err := parseStep(opts.step)
+	if err != nil {
+		return err
+	}
+	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	if err != nil {
+		return err
+	}
+	t := res.Trace
+	if step >= 0 {
+		if t = stepRows(t, step); t.Len() == 0 {
+			return fmt.Errorf("%s: no events in step %d", describePaths(opts.paths), step)
+		}
+	}
+	if opts.pprof != "" {
+		if err := writeFileAtomic(opts.pprof, func(w io.Writer) error {
+			return report.WritePprof(w, t, analyze.Options{Step: analyze.AllSteps})
+		}); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.stdout, "pprof profile: %s\n", opts.pprof)
+	}
+	if opts.perfetto != "" {
+		if err := writeFileAtomic(opts.perfetto, func(w io.Writer) error { return report.WritePerfetto(w, t) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.stdout, "Chrome trace:  %s\n", opts.perfetto)
+	}
+	if opts.parquet != "" {
+		if err := report.WriteParquet(opts.parquet, t); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.stdout, "Parquet:       %s\n", opts.parquet)
+	}
+	return nil
+}
+
+// stepRows returns the rows of t in step, with t's metadata.
+func stepRows(t *trace.Trace, step int64) *trace.Trace {
+	out := &trace.Trace{Meta: t.Meta}
+	for i := 0; i < t.Len(); {
+		if t.Step[i] != step {
+			i++
+			continue
+		}
+		j := i
+		for j < t.Len() && t.Step[j] == step {
+			j++
+		}
+		out.AppendRows(t, i, j)
+		i = j
+	}
+	return out
+}

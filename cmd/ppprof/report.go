@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/analyze/hang"
+	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/report"
+	"github.com/ppprof/ppprof/trace"
+	"github.com/spf13/cobra"
+)
+
+type reportOptions struct {
+	paths  []string
+	html   string
+	png    string
+	width  int
+	height int
+	panels string
+	step   string
+	quiet  bool
+	maps   []string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func newCmdReport(stdout, stderr io.Writer) *cobra.Command {
+	opts := &reportOptions{stdout: stdout, stderr: stderr}
+	cmd := &cobra.Command{
+		Use:   "report PATH... [--html FILE] [--png FILE]",
+		Short: "Write the analysis as a PNG (for CI logs) and a self-contained HTML report",
+		Long: `report analyses a trace (files, directories, globs; many ranks merge) and
+draws it.
+
+--png FILE writes one image: the pipeline timeline of one step (one row per
+stage, or per chunk when interleaved; F, B and W boxes labelled with their
+micro-batch, P2P waits thin, warmup/steady/cooldown marked, the slowest
+stage highlighted), the live micro-batches per stage against the schedule's
+bound, the utilisation waterfall (100% -> bubble -> imbalance -> compute
+efficiency -> MFU) and per-stage busy/idle bars with idle split by cause.
+
+--html FILE writes one self-contained page (no network: inline styles,
+script and SVG) with the job summary, findings, the hang verdict and
+wait-for graph of a hung trace, an interactive timeline (wheel to zoom,
+drag to pan, hover for an op's details), the charts and every table.
+
+--step N analyses and draws step N; by default every step is analysed and
+the timeline shows the first step with a pending op, else the complete step
+of median length. See docs/report.md.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.paths = args
+			return reportRun(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.html, "html", "", "write the HTML report to FILE")
+	f.StringVar(&opts.png, "png", "", "write the PNG report to FILE")
+	f.IntVar(&opts.width, "width", report.DefaultPNGWidth, "PNG width, pixels")
+	f.IntVar(&opts.height, "height", 0, "PNG height, pixels (0: fit the panels)")
+	f.StringVar(&opts.panels, "panels", "all", "PNG panels, comma-separated: timeline, waterfall, stages, memory (or all)")
+	f.StringVar(&opts.step, "step", "all", "the step to analyse and draw (a number), or all")
+	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	addMapFlag(cmd, &opts.maps)
+	return cmd
+}
+
+func reportRun(opts *reportOptions) error {
+	if opts.html == "" && opts.png == "" {
+		return fmt.Errorf("nothing to write: give --html FILE, --png FILE or both")
+	}
+	panels, err := report.ParsePanels(opts.panels)
+	if err != nil {
+		return fmt.Errorf("--panels: %w", err)
+	}
+	step, err := parseStep(opts.step)
+	if err != nil {
+		return err
+	}
+	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	if err != nil {
+		return err
+	}
+	t := res.Trace
+	rep, err := analyze.Run(t, analyze.Options{Step: step})
+	if err != nil {
+		return fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
+	}
+	if opts.png != "" {
+		popt := report.PNGOptions{Width: opts.width, Height: opts.height, Panels: panels, Step: step}
+		if err := writeFileAtomic(opts.png, func(w io.Writer) error { return report.WritePNG(w, t, rep, popt) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.stdout, "PNG report:  %s\n", opts.png)
+	}
+	if opts.html != "" {
+		hrep := hangReport(t, res.Files, opts.stderr, opts.quiet)
+		hopt := report.HTMLOptions{Step: step, Hang: hrep}
+		if err := writeFileAtomic(opts.html, func(w io.Writer) error { return report.WriteHTML(w, t, rep, hopt) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.stdout, "HTML report: %s\n", opts.html)
+	}
+	return nil
+}
+
+// hangReport runs the hang post-mortem for the HTML report; a failure only
+// leaves the section out.
+func hangReport(t *trace.Trace, files []ingest.FileInfo, stderr io.Writer, quiet bool) *hang.Report {
+	h, err := hang.Run(t, hang.Options{Files: hangFiles(files)})
+	if err != nil {
+		if !quiet {
+			fmt.Fprintf(stderr, "ppprof: warning: no hang section: %v\n", err)
+		}
+		return nil
+	}
+	return h
+}
+
+// writeFileAtomic writes path through fn: to a temporary file beside it,
+// renamed into place once complete, so a failed run never leaves a partial
+// report under the final name.
+func writeFileAtomic(path string, fn func(w io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ppprof-*.tmp")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriterSize(tmp, 1<<16)
+	if err := fn(bw); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

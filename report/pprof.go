@@ -1,0 +1,138 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/google/pprof/profile"
+	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/trace"
+)
+
+// Frame names of the pprof profile. A busy sample's stack reads, root
+// first, "pipeline P" > "stage S" > kind (F, B, W) > "mb M"; an idle
+// sample's "pipeline P" > "stage S" > one of the idle frames.
+const (
+	FrameIdleWarmup   = "idle:warmup"
+	FrameIdleCooldown = "idle:cooldown"
+	FrameIdleP2PWait  = "idle:p2p-wait"
+	FrameIdleOther    = "idle:other"
+)
+
+// idleFrame names the leaf frame of an idle segment.
+var idleFrame = map[analyze.Cause]string{
+	analyze.CauseWarmup:   FrameIdleWarmup,
+	analyze.CauseCooldown: FrameIdleCooldown,
+	analyze.CauseP2PWait:  FrameIdleP2PWait,
+	analyze.CauseOther:    FrameIdleOther,
+}
+
+// WritePprof writes where t's pipeline time went as a pprof profile
+// (gzipped protobuf) to w, for `go tool pprof -top` and flame graphs.
+//
+// The one sample type is wall time in nanoseconds. Every stage of every
+// complete (step, pipeline) window opt selects contributes its whole
+// window: busy time charged to the compute op that ran (the union over the
+// stage's TP ranks, see analyze.StageTimes), idle time to warmup,
+// cooldown, exposed P2P wait or other waits, exactly as the analysis
+// splits it. So a stage frame's cumulative time is the summed window
+// length, and a "pipeline P" frame's is the stages times that. Windows
+// with a pending op are left out. Samples carry numeric labels step,
+// pipeline, stage, rank (the rank that ran the op; for idle time the
+// stage's lowest rank), and for busy time microbatch and chunk.
+func WritePprof(w io.Writer, t *trace.Trace, opt analyze.Options) error {
+	sts := analyze.StageTimes(t, opt)
+	if len(sts) == 0 {
+		return fmt.Errorf("pprof: no complete step window to profile")
+	}
+	p := buildProfile(t, sts)
+	if err := p.CheckValid(); err != nil {
+		return fmt.Errorf("pprof: %w", err)
+	}
+	if err := p.Write(w); err != nil {
+		return fmt.Errorf("writing pprof profile: %w", err)
+	}
+	return nil
+}
+
+// sampleKey identifies one aggregated sample.
+type sampleKey struct {
+	pipeline int32
+	stage    int
+	step     int64
+	rank     trace.Rank
+	cause    analyze.Cause
+	kind     trace.Kind // busy only
+	mb       trace.MicroBatch
+	chunk    int32
+}
+
+func buildProfile(t *trace.Trace, sts []analyze.StageTime) *profile.Profile {
+	wall := &profile.ValueType{Type: "wall", Unit: "nanoseconds"}
+	p := &profile.Profile{SampleType: []*profile.ValueType{wall}, DefaultSampleType: "wall",
+		PeriodType: &profile.ValueType{Type: "wall", Unit: "nanoseconds"}, Period: 1}
+	// 1. Sum segments per key.
+	sums := map[sampleKey]int64{}
+	seen := map[[2]int64]bool{}
+	for _, st := range sts {
+		if w := [2]int64{st.Step, int64(st.Pipeline)}; !seen[w] {
+			seen[w] = true
+			p.DurationNanos += st.EndNs - st.StartNs
+		}
+		for _, sg := range st.Segments {
+			k := sampleKey{pipeline: st.Pipeline, stage: st.Stage, step: st.Step, rank: st.Rank, cause: sg.Cause, mb: trace.NoMicroBatch, chunk: -1}
+			if sg.Cause == analyze.CauseBusy {
+				k.rank, k.kind, k.mb, k.chunk = t.Rank[sg.Row], t.Kind[sg.Row], t.MicroBatch[sg.Row], t.Chunk[sg.Row]
+			}
+			sums[k] += sg.EndNs - sg.StartNs
+		}
+	}
+	keys := make([]sampleKey, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b sampleKey) int {
+		return cmp.Or(cmp.Compare(a.pipeline, b.pipeline), cmp.Compare(a.stage, b.stage), cmp.Compare(a.step, b.step),
+			cmp.Compare(a.cause, b.cause), cmp.Compare(a.kind, b.kind), cmp.Compare(a.mb, b.mb), cmp.Compare(a.chunk, b.chunk),
+			cmp.Compare(a.rank, b.rank))
+	})
+	// 2. One function and location per frame name.
+	locs := map[string]*profile.Location{}
+	loc := func(name string) *profile.Location {
+		if l, ok := locs[name]; ok {
+			return l
+		}
+		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name}
+		l := &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: f}}}
+		p.Function = append(p.Function, f)
+		p.Location = append(p.Location, l)
+		locs[name] = l
+		return l
+	}
+	// 3. Samples, leaf first.
+	for _, k := range keys {
+		var stack []*profile.Location
+		s := &profile.Sample{Value: []int64{sums[k]}, NumLabel: map[string][]int64{
+			"step": {k.step}, "pipeline": {int64(k.pipeline)}, "stage": {int64(k.stage)}, "rank": {int64(k.rank)}}}
+		if k.cause == analyze.CauseBusy {
+			if k.mb >= 0 {
+				stack = append(stack, loc(fmt.Sprintf("mb %d", k.mb)))
+				s.NumLabel["microbatch"] = []int64{int64(k.mb)}
+			}
+			stack = append(stack, loc(k.kind.String()))
+			s.NumLabel["chunk"] = []int64{int64(k.chunk)}
+		} else {
+			stack = append(stack, loc(idleFrame[k.cause]))
+		}
+		stack = append(stack, loc(fmt.Sprintf("stage %d", k.stage)), loc(fmt.Sprintf("pipeline %d", k.pipeline)))
+		s.Location = stack
+		p.Sample = append(p.Sample, s)
+	}
+	p.Comments = []string{"ppprof: wall time of every stage in every complete (step, pipeline) window: busy by op, idle by cause"}
+	if t.Meta.Job != "" {
+		p.Comments = append(p.Comments, "job: "+t.Meta.Job)
+	}
+	return p
+}
