@@ -1,0 +1,478 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// A stepGraph is the dependency graph of one optimizer step of the whole
+// job (every pipeline replica, every TP rank), re-timed by longest path.
+// Its nodes are the ops of each rank's program in seq order; its edges:
+//
+//   - program order: an op starts when its rank is free: after the
+//     previous op ended, or, when that op was a send, after it was posted
+//     (a send never blocks its rank);
+//   - send -> receive: sends and receives match NCCL-style per ordered
+//     (src, dst) rank pair in issue order, whatever their labels; a
+//     transfer starts when both sides have posted and lasts the receive's
+//     duration; the receive (and its rank) waits for it to end;
+//   - joins: the ranks taking part in one collective (the k-th OPT of the
+//     step on every rank, as the simulator's optimizer barrier; a
+//     collective kind that names its process group, per (group,
+//     group_seq), or the k-th of the group on each rank when group_seq is
+//     unknown) arrive at a barrier; it opens at the latest arrival and each
+//     rank's collective then lasts its own duration. An OPT arrives only
+//     once its rank's sends of the step have completed (the simulator
+//     waits for them). A collective kind without a group, and every other
+//     kind (DATA, LOSS...), occupies its rank alone.
+//
+// Each op may also start a launch delay after it is ready: the gap the
+// trace shows between readiness and start (host overhead, data loading...),
+// measured once and kept in re-timings (it is 0 on simulated traces).
+// Each rank begins at the time it began the step in the trace. With the
+// measured durations and delays a re-timing reproduces every start and end
+// of a trace that follows these rules, such as any the simulator writes.
+//
+// A stepGraph is not safe for concurrent use: run reuses scratch memory.
+type stepGraph struct {
+	step  int64
+	ranks []gRank
+
+	// Per node (0 <= v < n).
+	class []nodeClass
+	kind  []trace.Kind
+	row   []int32 // trace row; -1 for synthetic and virtual nodes
+	owner []int32 // local rank; -1 for a barrier
+	stage []int32
+	chunk []int32
+	mb    []int32
+	opIdx []int32 // index of the node's op in its rank's program (an arrival and its join share it); -1 for a barrier
+	prev  []int32 // program predecessor on the rank; -1 for the first op
+	other []int32 // recv: its send; send: its recv; join: its barrier; -1 otherwise
+	base  []int64 // the rank's begin time for its first op; trace.NoTime otherwise
+	meas  []int64 // measured (or given) durations, ns
+	delay []int64 // launch delays, ns (>= 0)
+	// Extra in-edges, CSR: an arrival's completed sends (their receives), a
+	// barrier's arrivals.
+	extraOff []int32
+	extra    []int32
+	order    []int32 // a topological order
+
+	// Results of the last run.
+	s, e []int64
+	crit []int32 // the in-edge that bound the node's start; -1: its rank's begin
+}
+
+// nodeClass is how a stepGraph times a node.
+type nodeClass uint8
+
+const (
+	ncCompute nodeClass = iota // F, B, W: occupies its rank for its duration
+	ncOther                    // any other op of its rank alone: occupies it
+	ncSend                     // posted when reached; never blocks its rank
+	ncRecv                     // posted when reached; blocks until its transfer ends
+	ncArrive                   // a rank reaching a join; zero length
+	ncBarrier                  // virtual: opens at the latest arrival of a join
+	ncJoin                     // the collective on one rank: opens with the barrier, lasts its duration
+)
+
+// gOp is one op of a rank's program, before the graph is built.
+type gOp struct {
+	row       int32 // trace row, -1 when synthetic
+	kind      trace.Kind
+	class     nodeClass // ncCompute, ncOther, ncSend, ncRecv or ncJoin
+	peer      int32     // P2P: local rank of the peer
+	join      int32     // ncJoin: join id, shared by its participants
+	waitSends bool      // ncJoin: arrives only once the rank's sends have completed
+	stage     int32
+	chunk     int32
+	mb        int32
+	dur       int64 // synthetic: the duration; measured graphs derive it
+	// Measured times (trace graphs): post is when a P2P op was posted or a
+	// rank arrived at a join (the issue time when the trace has a usable
+	// one, else the start).
+	post, start, end int64
+}
+
+// gRank is one rank of a stepGraph and its program.
+type gRank struct {
+	rank                  trace.Rank
+	pipeline, stage, tpRk int32
+	ops                   []gOp
+}
+
+// graphTimes is a node's replayed times, ns.
+type graphTimes struct{ s, e int64 }
+
+// newStepGraph builds the graph of ranks' programs. joins is the number of
+// join ids used. measured says the ops carry measured times, from which
+// durations, delays and the ranks' begin times are derived; otherwise each
+// op's dur is its duration, delays are 0 and every rank begins at 0.
+func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGraph, error) {
+	g := &stepGraph{step: step, ranks: ranks}
+	// 1. Nodes: each op, a join as an arrival and the join; then one
+	// barrier per join id.
+	n := 0
+	for _, r := range ranks {
+		for _, op := range r.ops {
+			n++
+			if op.class == ncJoin {
+				n++
+			}
+		}
+	}
+	n += joins
+	g.class, g.kind = make([]nodeClass, n), make([]trace.Kind, n)
+	g.row, g.owner, g.stage, g.chunk, g.mb = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	g.opIdx, g.prev, g.other = make([]int32, n), make([]int32, n), make([]int32, n)
+	g.base, g.meas, g.delay = make([]int64, n), make([]int64, n), make([]int64, n)
+	opNode := make([][]int32, len(ranks)) // [rank][op] -> the node holding the op (the join for a join)
+	barrier := func(j int32) int32 { return int32(n-joins) + j }
+	type pairKey struct{ src, dst int32 }
+	sends, recvs := map[pairKey][]int32{}, map[pairKey][]int32{}
+	arrivals := make([][]int32, joins)
+	v := int32(0)
+	add := func(lr int32, k int, op *gOp, c nodeClass) int32 {
+		g.class[v], g.kind[v], g.row[v], g.owner[v], g.opIdx[v] = c, op.kind, op.row, lr, int32(k)
+		g.stage[v], g.chunk[v], g.mb[v] = op.stage, op.chunk, op.mb
+		g.prev[v], g.other[v], g.base[v] = -1, -1, trace.NoTime
+		g.meas[v] = op.dur
+		v++
+		return v - 1
+	}
+	for lr := range ranks {
+		r := &ranks[lr]
+		opNode[lr] = make([]int32, len(r.ops))
+		last := int32(-1)
+		for k := range r.ops {
+			op := &r.ops[k]
+			if op.class == ncJoin {
+				if op.join < 0 || int(op.join) >= joins {
+					return nil, fmt.Errorf("rank %d: join id %d out of range", r.rank, op.join)
+				}
+				a := add(int32(lr), k, op, ncArrive)
+				g.prev[a] = last
+				g.meas[a] = 0
+				arrivals[op.join] = append(arrivals[op.join], a)
+				j := add(int32(lr), k, op, ncJoin)
+				g.other[j] = barrier(op.join)
+				opNode[lr][k], last = j, j
+				continue
+			}
+			x := add(int32(lr), k, op, op.class)
+			g.prev[x] = last
+			opNode[lr][k], last = x, x
+			switch op.class {
+			case ncSend:
+				sends[pairKey{int32(lr), op.peer}] = append(sends[pairKey{int32(lr), op.peer}], x)
+			case ncRecv:
+				recvs[pairKey{op.peer, int32(lr)}] = append(recvs[pairKey{op.peer, int32(lr)}], x)
+			}
+		}
+	}
+	for j := range joins {
+		b := barrier(int32(j))
+		g.class[b], g.row[b], g.owner[b], g.opIdx[b], g.prev[b], g.other[b], g.base[b] = ncBarrier, -1, -1, -1, -1, -1, trace.NoTime
+		g.stage[b], g.chunk[b], g.mb[b] = -1, -1, -1
+		if len(arrivals[j]) == 0 {
+			return nil, fmt.Errorf("step %d: join %d has no participant", step, j)
+		}
+	}
+
+	// 2. NCCL matching per ordered rank pair.
+	for k, ss := range sends {
+		rs := recvs[k]
+		if len(rs) != len(ss) {
+			return nil, fmt.Errorf("step %d: rank %d sends %d ops to rank %d, which receives %d",
+				step, ranks[k.src].rank, len(ss), ranks[k.dst].rank, len(rs))
+		}
+		for i := range ss {
+			g.other[ss[i]], g.other[rs[i]] = rs[i], ss[i]
+		}
+	}
+	for k, rs := range recvs {
+		if _, ok := sends[k]; !ok {
+			return nil, fmt.Errorf("step %d: rank %d receives %d ops from rank %d, which sends none",
+				step, ranks[k.dst].rank, len(rs), ranks[k.src].rank)
+		}
+	}
+
+	// 3. Extra in-edges: an OPT's arrival waits for the receives of its
+	// rank's earlier sends; a barrier for its arrivals.
+	g.buildExtras(ranks, opNode, arrivals, joins, n)
+
+	// 4. Topological order (Kahn); a cycle is a deadlock.
+	if err := g.topo(); err != nil {
+		return nil, err
+	}
+
+	// 5. Durations, delays and begin times.
+	if measured {
+		g.measure()
+	} else {
+		for lr := range ranks {
+			if len(ranks[lr].ops) > 0 {
+				first := opNode[lr][0]
+				if g.class[first] == ncJoin {
+					first--
+				}
+				g.base[first] = 0
+			}
+		}
+	}
+	return g, nil
+}
+
+// buildExtras fills the extra in-edges CSR: for each arrival of a join
+// that waits for its sends, the receives of the rank's sends issued before
+// it; for each barrier, its arrivals.
+func (g *stepGraph) buildExtras(ranks []gRank, opNode [][]int32, arrivals [][]int32, joins, n int) {
+	lists := make(map[int32][]int32)
+	for lr := range ranks {
+		var sent []int32
+		for k := range ranks[lr].ops {
+			op := &ranks[lr].ops[k]
+			x := opNode[lr][k]
+			switch {
+			case op.class == ncSend:
+				sent = append(sent, g.other[x])
+			case op.class == ncJoin && op.waitSends && len(sent) > 0:
+				lists[x-1] = append([]int32(nil), sent...)
+			}
+		}
+	}
+	for j := range joins {
+		lists[int32(n-joins+j)] = arrivals[j]
+	}
+	g.extraOff = make([]int32, n+1)
+	for v := range n {
+		g.extra = append(g.extra, lists[int32(v)]...)
+		g.extraOff[v+1] = int32(len(g.extra))
+	}
+}
+
+// numNodes is the number of nodes.
+func (g *stepGraph) numNodes() int { return len(g.class) }
+
+// extras returns v's extra in-edges.
+func (g *stepGraph) extras(v int32) []int32 { return g.extra[g.extraOff[v]:g.extraOff[v+1]] }
+
+// topo sets g.order, or fails when the graph has a cycle: programs that
+// deadlock whatever the durations.
+func (g *stepGraph) topo() error {
+	n := g.numNodes()
+	indeg := make([]int32, n)
+	succOff := make([]int32, n+1)
+	each := func(v int32, fn func(u int32)) { // in-edges of v
+		if u := g.prev[v]; u >= 0 {
+			fn(u)
+		}
+		switch g.class[v] {
+		case ncRecv, ncJoin:
+			fn(g.other[v])
+		}
+		for _, u := range g.extras(v) {
+			fn(u)
+		}
+	}
+	for v := range int32(n) {
+		each(v, func(u int32) { indeg[v]++; succOff[u+1]++ })
+	}
+	for i := range n {
+		succOff[i+1] += succOff[i]
+	}
+	succ := make([]int32, succOff[n])
+	fill := append([]int32(nil), succOff[:n]...)
+	for v := range int32(n) {
+		each(v, func(u int32) { succ[fill[u]] = v; fill[u]++ })
+	}
+	g.order = make([]int32, 0, n)
+	for v := range int32(n) {
+		if indeg[v] == 0 {
+			g.order = append(g.order, v)
+		}
+	}
+	for k := 0; k < len(g.order); k++ {
+		u := g.order[k]
+		for _, v := range succ[succOff[u]:succOff[u+1]] {
+			if indeg[v]--; indeg[v] == 0 {
+				g.order = append(g.order, v)
+			}
+		}
+	}
+	if len(g.order) != n {
+		for v := range int32(n) {
+			if indeg[v] > 0 && g.owner[v] >= 0 {
+				return fmt.Errorf("step %d: the ranks' P2P and collective orders deadlock (rank %d waits at its %s)",
+					g.step, g.ranks[g.owner[v]].rank, g.kind[v])
+			}
+		}
+		return fmt.Errorf("step %d: the ranks' P2P and collective orders deadlock", g.step)
+	}
+	return nil
+}
+
+// anchor is the time v frees its rank for the next op: a send's post, any
+// other node's end.
+func (g *stepGraph) anchor(v int32, s, e []int64) int64 {
+	if g.class[v] == ncSend {
+		return s[v]
+	}
+	return e[v]
+}
+
+// measure derives durations, launch delays and begin times from the ops'
+// measured times (see stepGraph), in topological order.
+func (g *stepGraph) measure() {
+	n := g.numNodes()
+	sm, em := make([]int64, n), make([]int64, n)
+	op := g.opOf
+	for _, v := range g.order {
+		var ready int64 = trace.NoTime
+		if u := g.prev[v]; u >= 0 {
+			ready = g.anchor(u, sm, em)
+		}
+		for _, u := range g.extras(v) {
+			if g.class[v] == ncArrive {
+				ready = max(ready, em[u])
+			}
+		}
+		var at int64 // the measured time the delay leads to
+		switch g.class[v] {
+		case ncCompute, ncOther:
+			o := op(v)
+			sm[v], em[v] = o.start, o.end
+			g.meas[v] = max(o.end-o.start, 0)
+			at = o.start
+		case ncSend:
+			o := op(v)
+			sm[v], em[v] = o.post, o.post
+			at = o.post
+		case ncRecv:
+			o := op(v)
+			so := op(g.other[v])
+			sm[v], em[v] = max(o.post, so.post), o.end
+			g.meas[v] = max(o.end-sm[v], 0)
+			at = o.post
+		case ncArrive:
+			o := op(v)
+			sm[v], em[v] = o.post, o.post
+			at = o.post
+		case ncBarrier:
+			b := int64(trace.NoTime)
+			for _, u := range g.extras(v) {
+				b = max(b, em[u])
+			}
+			sm[v], em[v] = b, b
+			continue
+		case ncJoin:
+			o := op(v)
+			b := em[g.other[v]]
+			sm[v], em[v] = b, max(o.end, b)
+			g.meas[v] = max(o.end-b, 0)
+			continue
+		}
+		if g.prev[v] < 0 {
+			g.base[v] = at // first op of its rank (no earlier send: no extras)
+			continue
+		}
+		g.delay[v] = max(at-ready, 0)
+	}
+}
+
+// opOf returns the gOp a node came from (an arrival and its join share
+// one); nil for a barrier.
+func (g *stepGraph) opOf(v int32) *gOp {
+	if g.owner[v] < 0 {
+		return nil
+	}
+	return &g.ranks[g.owner[v]].ops[g.opIdx[v]]
+}
+
+// run re-times the graph with durations dur (indexed by node; a send's
+// entry is ignored, a receive's is its transfer) and launch delays delay
+// (nil: none), and returns the step's span: first start to last end of
+// the ops' rows (see rowTimes), ns. It leaves each node's times and the
+// in-edge that bound its start in g.s, g.e and g.crit, valid until the
+// next run. Re-timing is monotone: no shorter duration or delay makes any
+// op end later.
+func (g *stepGraph) run(dur, delay []int64) (startNs, endNs int64) {
+	n := g.numNodes()
+	if len(g.s) != n {
+		g.s, g.e, g.crit = make([]int64, n), make([]int64, n), make([]int32, n)
+	}
+	s, e, crit := g.s, g.e, g.crit
+	for _, v := range g.order {
+		ready, c := g.base[v], int32(-1)
+		if u := g.prev[v]; u >= 0 {
+			ready, c = g.anchor(u, s, e), u
+		}
+		var d int64
+		if delay != nil {
+			d = delay[v]
+		}
+		switch g.class[v] {
+		case ncCompute, ncOther:
+			s[v] = ready + d
+			e[v] = s[v] + dur[v]
+		case ncSend:
+			s[v] = ready + d
+			e[v] = s[v]
+		case ncRecv:
+			post := ready + d
+			snd := g.other[v]
+			if s[snd] >= post {
+				s[v], c = s[snd], snd
+			} else {
+				s[v] = post
+			}
+			e[v] = s[v] + dur[v]
+		case ncArrive:
+			for _, u := range g.extras(v) {
+				if e[u] > ready {
+					ready, c = e[u], u
+				}
+			}
+			s[v] = ready + d
+			e[v] = s[v]
+		case ncBarrier:
+			ready = trace.NoTime
+			for _, u := range g.extras(v) {
+				if e[u] > ready {
+					ready, c = e[u], u
+				}
+			}
+			s[v], e[v] = ready, ready
+		case ncJoin:
+			b := g.other[v]
+			s[v], c = e[b], b
+			e[v] = s[v] + dur[v]
+		}
+		crit[v] = c
+	}
+	startNs, endNs = int64(math.MaxInt64), int64(math.MinInt64)
+	for v := range int32(n) {
+		if rs, re, ok := g.rowTimes(v); ok {
+			startNs, endNs = min(startNs, rs), max(endNs, re)
+		}
+	}
+	return startNs, endNs
+}
+
+// rowTimes returns the replayed start and end of the trace row node v
+// stands for, as the trace would record them: a send's row spans its
+// transfer (from the later post to the receive's end), a join's from the
+// barrier to its end; ok is false for arrivals and barriers, which are no
+// row.
+func (g *stepGraph) rowTimes(v int32) (s, e int64, ok bool) {
+	switch g.class[v] {
+	case ncArrive, ncBarrier:
+		return 0, 0, false
+	case ncSend:
+		r := g.other[v]
+		return g.s[r], g.e[r], true
+	}
+	return g.s[v], g.e[v], true
+}

@@ -1,0 +1,160 @@
+package analyze
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
+)
+
+// graphsOf builds the step graph of every step of tr.
+func graphsOf(t *testing.T, tr *trace.Trace) []*stepGraph {
+	t.Helper()
+	ix := newIndex(tr, Options{Step: AllSteps})
+	var out []*stepGraph
+	forSteps(ix, func(ws []int, _ int64) {
+		g, err := buildStepGraph(ix, ws)
+		if err != nil {
+			t.Fatalf("step %d: %v", ix.windows[ws[0]].step, err)
+		}
+		out = append(out, g)
+	})
+	return out
+}
+
+// TestGraphReproducesSim: re-timed with the measured durations, the graph
+// of every step reproduces every row's start and end of simulated traces
+// exactly (every schedule, replicas, TP, P2P cost, OPT, jitter,
+// stragglers, a slow rank), and the critical path's parts add up to the
+// step.
+func TestGraphReproducesSim(t *testing.T) {
+	for _, sched := range []string{"gpipe", "1f1b", "interleaved", "zb-h1"} {
+		for _, c := range []sim.Config{
+			{Stages: 4, MicroBatches: 8, Steps: 2},
+			{Stages: 4, MicroBatches: 8, Steps: 3, DP: 2, TP: 2, P2PLatencyUs: 30, P2PGbps: 200, OptMs: 0.7,
+				Jitter: 0.1, Seed: 5, Stragglers: []sim.Straggler{{Step: 1, MicroBatch: 3, Stage: 2, Factor: 3}},
+				SlowRanks: []sim.SlowRank{{Pipeline: 1, Stage: 1, Factor: 1.3}}},
+			{Stages: 2, MicroBatches: 4, Steps: 2, P2PLatencyUs: 100, OptMs: 1, EmbedMs: 0.3, LossMs: 0.4},
+		} {
+			c.Schedule = sched
+			name := fmt.Sprintf("%s/p%d/dp%d", sched, c.Stages, c.DP)
+			tr, err := sim.Run(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range graphsOf(t, tr) {
+				s, e := g.run(g.meas, g.delay)
+				lo, hi := int64(1<<62), int64(-1<<62)
+				for v := range int32(g.numNodes()) {
+					if g.delay[v] != 0 {
+						t.Fatalf("%s step %d: node %d (%s) has launch delay %d on a simulated trace", name, g.step, v, g.kind[v], g.delay[v])
+					}
+					rs, re, ok := g.rowTimes(v)
+					if !ok {
+						continue
+					}
+					row := g.row[v]
+					if rs != tr.StartNs[row] || re != tr.EndNs[row] {
+						t.Fatalf("%s step %d: row %d (rank %d %s mb %d) replayed [%d, %d], trace [%d, %d]", name, g.step, row,
+							tr.Rank[row], tr.Kind[row], tr.MicroBatch[row], rs, re, tr.StartNs[row], tr.EndNs[row])
+					}
+					lo, hi = min(lo, tr.StartNs[row]), max(hi, tr.EndNs[row])
+				}
+				if s != lo || e != hi {
+					t.Fatalf("%s step %d: span [%d, %d], rows [%d, %d]", name, g.step, s, e, lo, hi)
+				}
+				ps := g.criticalPath(s, g.delay, c.Stages)
+				sum := ps.compute + ps.p2p + ps.collective + ps.other + ps.wait
+				if ps.lengthNs != e-s || sum != ps.lengthNs {
+					t.Fatalf("%s step %d: path %d ns, parts %d, span %d", name, g.step, ps.lengthNs, sum, e-s)
+				}
+				if ps.wait != 0 {
+					t.Errorf("%s step %d: %d ns of waits on a simulated path", name, g.step, ps.wait)
+				}
+			}
+		}
+	}
+}
+
+// TestCriticalPathUniform: 1F1B, p = 4, m = 8, F 1 ms, B 2 ms, free P2P,
+// no OPT: the path is (m + p - 1)(F + B) = 33 ms of compute, every stage
+// on it, and the straggling micro-batch of a second run leads the
+// critical micro-batches.
+func TestCriticalPathUniform(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, Steps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wi, err := RunWhatIf(tr, WhatIfOptions{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := wi.CriticalPath
+	if !near(cp.LengthMs, 33) || !near(cp.ComputeMs, 33) || cp.P2PMs != 0 || cp.WaitMs != 0 || cp.Steps != 1 {
+		t.Errorf("path %+v", cp)
+	}
+	for _, s := range cp.Stages {
+		if s.ComputeMs <= 0 {
+			t.Errorf("stage %d not on the path: %+v", s.Stage, cp.Stages)
+		}
+	}
+	var sum float64
+	for _, op := range cp.Path {
+		sum += op.EndMs - op.StartMs + op.WaitMs
+	}
+	if !near(sum, 33) || cp.Path[0].StartMs != 0 || !near(cp.Path[len(cp.Path)-1].EndMs, 33) {
+		t.Errorf("path ops sum to %v ms: %+v", sum, cp.Path)
+	}
+
+	tr, err = sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, Steps: 1,
+		Stragglers: []sim.Straggler{{Step: -1, MicroBatch: 5, Stage: -1, Factor: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wi, err = RunWhatIf(tr, WhatIfOptions{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mbs := wi.CriticalPath.MicroBatches; len(mbs) == 0 || mbs[0].MicroBatch != 5 {
+		t.Errorf("critical micro-batches %+v, want 5 first", mbs)
+	}
+}
+
+// TestGraphErrors: steps that cannot be re-timed are refused with a reason.
+func TestGraphErrors(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 3, MicroBatches: 4, Steps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := func(pred func(i int) bool) *trace.Trace {
+		out := &trace.Trace{Meta: tr.Meta}
+		for i := 0; i < tr.Len(); i++ {
+			if !pred(i) {
+				out.Append(tr.At(i))
+			}
+		}
+		return out
+	}
+	firstSend := -1
+	for i := 0; i < tr.Len(); i++ {
+		if tr.Kind[i].IsSend() {
+			firstSend = i
+			break
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		tr   *trace.Trace
+	}{
+		{"missing send", drop(func(i int) bool { return i == firstSend })},
+		{"missing rank", drop(func(i int) bool { return tr.Rank[i] == 2 })},
+	} {
+		ix := newIndex(tc.tr, Options{Step: AllSteps})
+		forSteps(ix, func(ws []int, _ int64) {
+			if _, err := buildStepGraph(ix, ws); err == nil {
+				t.Errorf("%s: no error", tc.name)
+			}
+		})
+	}
+}

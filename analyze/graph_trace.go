@@ -1,0 +1,140 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// traceGraph builds the stepGraph (graph.go) of one step of t from rows,
+// every row of the step (all pipelines), with p stages. It fails for a step
+// it cannot re-time: a row that never started or ended, a stage out of
+// [0, p), a P2P op whose peer has no rows in the step (or, for a trace that
+// records no peers, no neighbour rank to infer), send and receive counts
+// that differ between a pair of ranks, or orders that deadlock.
+//
+// A P2P row without a peer (NoRank) is matched with the neighbour stage of
+// its own pipeline replica and TP rank: activations flow to the next stage
+// (the last wraps to the first), gradients to the previous one.
+func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, error) {
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("step %d: no rows", step)
+	}
+	if !sortedByRankSeq(t, rows) {
+		rows = slices.Clone(rows)
+		sort.SliceStable(rows, func(a, b int) bool {
+			i, j := rows[a], rows[b]
+			if t.Rank[i] != t.Rank[j] {
+				return t.Rank[i] < t.Rank[j]
+			}
+			return t.Seq[i] < t.Seq[j]
+		})
+	}
+	// 1. Ranks and the step's earliest start (the floor of a usable post).
+	var ranks []gRank
+	var firstRow []int
+	stepStart := int64(math.MaxInt64)
+	for k, i := range rows {
+		if t.StartNs[i] == trace.NoTime || t.EndNs[i] == trace.NoTime {
+			return nil, fmt.Errorf("step %d: rank %d seq %d (%s) never ended", step, t.Rank[i], t.Seq[i], t.Kind[i])
+		}
+		stepStart = min(stepStart, t.StartNs[i])
+		if k == 0 || t.Rank[i] != t.Rank[rows[k-1]] {
+			st := t.Stage[i]
+			if st < 0 || int(st) >= p {
+				return nil, fmt.Errorf("step %d: rank %d has stage %d outside [0, %d)", step, t.Rank[i], st, p)
+			}
+			ranks = append(ranks, gRank{rank: t.Rank[i], pipeline: t.Pipeline[i], stage: int32(st), tpRk: t.TPRank[i]})
+			firstRow = append(firstRow, k)
+		}
+	}
+	firstRow = append(firstRow, len(rows))
+	type place struct{ pipeline, stage, tp int32 }
+	byPlace := make(map[place]int32, len(ranks))
+	for lr, r := range ranks {
+		byPlace[place{r.pipeline, r.stage, r.tpRk}] = int32(lr)
+	}
+	local := func(r trace.Rank) (int32, bool) {
+		k, ok := slices.BinarySearchFunc(ranks, r, func(g gRank, r trace.Rank) int { return int(g.rank) - int(r) })
+		return int32(k), ok
+	}
+
+	// 2. Programs: classes, peers, joins, posts.
+	joinID := map[string]int32{}
+	for lr := range ranks {
+		r := &ranks[lr]
+		r.ops = make([]gOp, 0, firstRow[lr+1]-firstRow[lr])
+		optN := 0
+		groupN := map[string]int{}
+		floor := stepStart // the rank's previous anchor, measured
+		for _, i := range rows[firstRow[lr]:firstRow[lr+1]] {
+			k := t.Kind[i]
+			op := gOp{row: int32(i), kind: k, class: ncOther, peer: -1, join: -1, stage: r.stage,
+				chunk: t.Chunk[i], mb: int32(t.MicroBatch[i]), start: t.StartNs[i], end: t.EndNs[i]}
+			op.post = op.start
+			usablePost := func() {
+				if is := t.IssueNs[i]; is != trace.NoTime && is <= op.start && is >= floor {
+					op.post = is
+				}
+			}
+			key := ""
+			switch {
+			case k.IsCompute():
+				op.class = ncCompute
+			case k.IsP2P():
+				op.class = ncRecv
+				if k.IsSend() {
+					op.class = ncSend
+				}
+				usablePost()
+				if pr := t.Peer[i]; pr != trace.NoRank {
+					lp, ok := local(pr)
+					if !ok {
+						return nil, fmt.Errorf("step %d: rank %d seq %d: peer %d has no rows in the step", step, r.rank, t.Seq[i], pr)
+					}
+					op.peer = lp
+				} else {
+					lp, ok := byPlace[place{r.pipeline, neighbour(r.stage, k, p), r.tpRk}]
+					if !ok || p < 2 {
+						return nil, fmt.Errorf("step %d: rank %d seq %d: %s records no peer and no neighbour rank is in the step", step, r.rank, t.Seq[i], k)
+					}
+					op.peer = lp
+				}
+			case k == trace.Opt || k == conformanceOptSkip:
+				key = "OPT#" + strconv.Itoa(optN)
+				optN++
+				op.waitSends = true
+			case k.IsCollective() && t.Group[i] != "":
+				grp := t.Group[i]
+				if gs := t.GroupSeq[i]; gs != trace.NoGroupSeq {
+					key = "G" + grp + "#" + strconv.FormatInt(gs, 10)
+				} else {
+					key = "G" + grp + "@" + strconv.Itoa(groupN[grp])
+					groupN[grp]++
+				}
+			}
+			if key != "" {
+				op.class = ncJoin
+				usablePost()
+				id, ok := joinID[key]
+				if !ok {
+					id = int32(len(joinID))
+					joinID[key] = id
+				}
+				op.join = id
+			}
+			switch op.class {
+			case ncSend, ncJoin:
+				floor = max(floor, op.post)
+			default:
+				floor = max(floor, op.end)
+			}
+			r.ops = append(r.ops, op)
+		}
+	}
+	return newStepGraph(step, ranks, len(joinID), true)
+}

@@ -1,0 +1,436 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// WhatIfSchema is the value of the "schema" key of the JSON what-if.
+const WhatIfSchema = "ppprof.whatif/v1"
+
+// The what-if scenarios (DESIGN.md "Contracts"), in report order.
+const (
+	// ScenarioBalanced: every stage as fast as the median stage. Per kind
+	// (F, B, W), a stage's typical duration is the median of its ops over
+	// the replayed steps (all chunks, replicas and TP ranks); the target is
+	// the median over stages of those. Every op of a stage slower than the
+	// target is scaled by target / typical, so the op keeps its own jitter
+	// and straggling; stages at or below the median keep their speed (a
+	// what-if never slows anything down). It bounds what moving layers off
+	// the slow stages can buy. Report.Imbalance.BalancedStepMs differs: it
+	// scales every stage to the cross-stage mean, both ways (work
+	// conserved, as a perfect repartition of the same model would).
+	ScenarioBalanced = "balanced"
+	// ScenarioNoStragglers: every compute op the straggler test flags (see
+	// Straggler: median and MAD per (stage, chunk, kind), per token when
+	// tokens are known) at its expected duration (a long sequence at its
+	// group's typical duration); every other op as measured.
+	ScenarioNoStragglers = "no_stragglers"
+	// ScenarioFreeP2P: every point-to-point transfer takes no time; sends
+	// and receives still order the ranks.
+	ScenarioFreeP2P = "free_p2p"
+	// ScenarioSlowWorkerFixed: the slowest worker (the ranks of one stage
+	// in one pipeline replica: a slow GPU holds its TP peers back) restored
+	// to its peers: the same stage in the other replicas. Per (chunk,
+	// kind), F, B, W and the transfers it receives, its median is compared
+	// with the median over its peers of theirs; the worker whose total (the
+	// medians weighted by its op counts) exceeds its peers' by the largest
+	// factor is the slowest, and each of its ops is scaled by peer median /
+	// its median where that is below 1. Needs two replicas or more.
+	ScenarioSlowWorkerFixed = "slow_worker_fixed"
+	// ScenarioDoubleMicroBatches: twice the micro-batches at the same
+	// global batch, so each micro-batch is half as large: the identified
+	// schedule rebuilt with 2m micro-batches, every compute op at half the
+	// median of its (stage, chunk, kind) and every transfer at half its
+	// payload under the fitted P2P model (see p2pModel).
+	ScenarioDoubleMicroBatches = "double_microbatches"
+	// ScenarioInterleaveV2: interleaved 1F1B with two chunks per stage, each
+	// chunk costing half of the stage's per-kind median (W folded into B),
+	// transfers as measured per payload (chunks pass the same
+	// activations).
+	ScenarioInterleaveV2 = "interleave_v2"
+	// ScenarioZBH1: ZB-H1, the backward split into B (input gradient) and W
+	// (weight gradient). From a trace that records W, B and W are their
+	// medians; otherwise B = W = half the measured backward (the zero-bubble
+	// paper's T_B = T_W).
+	ScenarioZBH1 = "zb_h1"
+)
+
+// ScenarioNames lists every scenario, in report order.
+var ScenarioNames = []string{ScenarioBalanced, ScenarioNoStragglers, ScenarioFreeP2P, ScenarioSlowWorkerFixed,
+	ScenarioDoubleMicroBatches, ScenarioInterleaveV2, ScenarioZBH1}
+
+// WhatIfOptions selects what RunWhatIf predicts.
+type WhatIfOptions struct {
+	// Step is the one step to analyse; AllSteps (any value < 0) every step.
+	Step int64
+	// Scenarios lists the scenarios to report, by name; nil or empty means
+	// every one (ScenarioNames). The verdict and the critical path are
+	// always computed.
+	Scenarios []string
+	// NoLaunchDelays re-times every replay, the baseline included, with
+	// the launch delays (gaps between an op's readiness and its start)
+	// removed, as a study that simulates only the dependencies does.
+	NoLaunchDelays bool
+}
+
+// WhatIf is the result of RunWhatIf. Times are ms.
+type WhatIf struct {
+	// StepMs is the measured step time (first start to last end of every
+	// event of the step, OPT included, as Report.StepMs): the median over
+	// the replayed steps.
+	StepMs float64
+	// ReplayStepMs is the median of the same steps re-timed through their
+	// dependency graphs with measured durations (and launch delays unless
+	// NoLaunchDelays): StepMs exactly on a trace that follows the replay's
+	// rules, such as a simulated one; the gap says how well the graph
+	// models a real trace.
+	ReplayStepMs float64
+	Steps        int    // steps replayed
+	SkippedSteps int    // steps that could not be (incomplete, unmatched P2P...)
+	SkipReason   string // why the first skipped step was skipped
+
+	// The job as the predictions see it.
+	Schedule     string // identified schedule (or the metadata's when none is identified)
+	Virtual      int
+	Stages       int
+	MicroBatches int
+	Replicas     int // pipeline replicas (DP)
+
+	Scenarios    []Scenario // in ScenarioNames order, those selected
+	Verdict      SlowVerdict
+	CriticalPath CriticalPath
+}
+
+// Scenario is one what-if prediction.
+type Scenario struct {
+	Name string
+	// Available is false when the scenario cannot be predicted for this
+	// trace (Detail says why); StepMs and Speedup are then 0.
+	Available bool
+	StepMs    float64 // predicted step time: the median over the replayed steps
+	Speedup   float64 // WhatIf.StepMs / StepMs
+	SavedMs   float64 // WhatIf.StepMs - StepMs
+	Detail    string  // what was changed, in one sentence
+}
+
+// RunWhatIf predicts the step time of each scenario (ScenarioNames) by
+// re-timing each step's dependency graph (stepGraph) with changed
+// durations, or, for the scenarios that change the schedule, by building
+// the new schedule's action lists with the measured costs and re-timing
+// them the same way. It also separates a slow worker from a slow stage
+// (Verdict) and finds the critical path. t is not modified.
+//
+//  1. analyse t (Run) for the schedule and the job's shape;
+//  2. re-time each step whose events all ended with measured durations:
+//     baseline, critical path, samples of every compute and transfer;
+//  3. derive each scenario's changes from the samples (medians);
+//  4. re-time each step again per scenario that keeps the order; build and
+//     time the new schedules for the others;
+//  5. medians over steps, the verdict.
+func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
+	want, err := selectScenarios(opt.Scenarios)
+	if err != nil {
+		return nil, err
+	}
+	step := opt.Step
+	if step < 0 {
+		step = AllSteps
+	}
+	rep, err := Run(t, Options{Step: step})
+	if err != nil {
+		return nil, err
+	}
+	ix := newIndex(t, Options{Step: step})
+	wi := &WhatIf{Stages: ix.p, MicroBatches: rep.Job.MicroBatches, Replicas: replicas(ix)}
+	wi.Schedule, wi.Virtual = rep.Schedule.Identified, rep.Schedule.Virtual
+	if wi.Schedule == "" {
+		wi.Schedule, wi.Virtual = rep.Job.Schedule, rep.Job.Virtual
+	}
+	wi.Virtual = max(wi.Virtual, 1)
+
+	// 2. Baseline pass.
+	base := baselinePass(ix, opt.NoLaunchDelays)
+	for _, s := range base {
+		if s.err != nil {
+			if wi.SkippedSteps == 0 {
+				wi.SkipReason = s.err.Error()
+			}
+			wi.SkippedSteps++
+		}
+	}
+	ok := slices.DeleteFunc(slices.Clone(base), func(s *stepBase) bool { return s.err != nil })
+	wi.Steps = len(ok)
+	if len(ok) == 0 {
+		if wi.SkipReason == "" {
+			return nil, fmt.Errorf("what-if: no step whose events all ended")
+		}
+		return nil, fmt.Errorf("what-if: no step could be replayed: %s", wi.SkipReason)
+	}
+	meas, repl := make([]float64, len(ok)), make([]float64, len(ok))
+	for k, s := range ok {
+		meas[k], repl[k] = float64(s.measNs)/1e6, float64(s.replayNs)/1e6
+	}
+	wi.StepMs, wi.ReplayStepMs = median(meas), median(repl)
+	wi.CriticalPath = pathSummary(ok, ix.p)
+
+	// 3. Changes.
+	st := newWhatIfStats(ix, ok)
+	plans := st.plans(ix)
+
+	// 4. Replays that keep the order, then new schedules.
+	pred := replayPlans(ix, ok, plans, opt.NoLaunchDelays)
+	results := map[string]Scenario{}
+	for k, pl := range plans {
+		sc := Scenario{Name: pl.name, Detail: pl.detail}
+		if pl.unavailable == "" {
+			sc.Available, sc.StepMs = true, median(pred[k])
+		} else {
+			sc.Detail = pl.unavailable
+		}
+		results[pl.name] = sc
+	}
+	for _, sc := range st.schedules(wi) {
+		results[sc.Name] = sc
+	}
+
+	// 5. Speedups, verdict.
+	for _, name := range ScenarioNames {
+		sc := results[name]
+		if sc.Available && sc.StepMs > 0 {
+			sc.Speedup, sc.SavedMs = wi.StepMs/sc.StepMs, wi.StepMs-sc.StepMs
+		}
+		results[name] = sc
+		if want[name] {
+			wi.Scenarios = append(wi.Scenarios, sc)
+		}
+	}
+	wi.Verdict = st.verdict(wi.StepMs, results[ScenarioBalanced], results[ScenarioSlowWorkerFixed])
+	return wi, nil
+}
+
+// selectScenarios checks names against ScenarioNames; none selects all.
+func selectScenarios(names []string) (map[string]bool, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		if !slices.Contains(ScenarioNames, n) {
+			return nil, fmt.Errorf("unknown scenario %q (want one of %v)", n, ScenarioNames)
+		}
+		want[n] = true
+	}
+	if len(want) == 0 {
+		for _, n := range ScenarioNames {
+			want[n] = true
+		}
+	}
+	return want, nil
+}
+
+// replicas counts the pipeline replicas of ix's windows.
+func replicas(ix *index) int {
+	seen := map[int32]bool{}
+	for _, w := range ix.windows {
+		seen[w.pipeline] = true
+	}
+	return len(seen)
+}
+
+// stepBase is one step of the baseline pass.
+type stepBase struct {
+	step     int64
+	ws       []int // its windows in ix
+	err      error
+	measNs   int64 // measured span: first start to last end of its rows
+	replayNs int64 // replayed span with measured durations
+	windowNs int64 // the longest measured window of its pipelines
+	path     pathSum
+	samples  []opSample
+	xfers    []xferSample
+}
+
+// opSample is the measured duration of one compute op or transfer.
+type opSample struct {
+	key   sampleKey
+	durNs int64
+}
+
+// sampleKey groups samples: one kind (F, B, W, RECV_F, RECV_B) of one
+// chunk of one stage in one pipeline replica.
+type sampleKey struct {
+	pipeline, stage, chunk int32
+	kind                   trace.Kind
+}
+
+// xferSample is one transfer: the boundary it crossed, its payload and
+// its duration.
+type xferSample struct {
+	from, to int32
+	dir      uint8 // 0 activation, 1 gradient
+	bytes    int64
+	durNs    int64
+}
+
+// baselinePass re-times every step whose windows are all complete with
+// measured durations, in step order.
+func baselinePass(ix *index, noDelays bool) []*stepBase {
+	var out []*stepBase
+	forSteps(ix, func(ws []int, spanNs int64) {
+		sb := &stepBase{step: ix.windows[ws[0]].step, ws: ws, measNs: spanNs}
+		for _, w := range ws {
+			win := ix.windows[w]
+			if !replayable(win) {
+				sb.err = fmt.Errorf("step %d, pipeline %d: some events never ended", win.step, win.pipeline)
+			}
+			sb.windowNs = max(sb.windowNs, win.measured.EndNs-win.measured.StartNs)
+		}
+		out = append(out, sb)
+	})
+	parallel(len(out), func(k int) {
+		sb := out[k]
+		if sb.err != nil {
+			return
+		}
+		g, err := buildStepGraph(ix, sb.ws)
+		if err != nil {
+			sb.err = err
+			return
+		}
+		delay := g.delay
+		if noDelays {
+			delay = nil
+		}
+		s, e := g.run(g.meas, delay)
+		sb.replayNs = e - s
+		sb.path = g.criticalPath(s, delay, ix.p)
+		t := ix.t
+		for v := range int32(g.numNodes()) {
+			switch g.class[v] {
+			case ncCompute, ncRecv:
+			default:
+				continue
+			}
+			r := g.ranks[g.owner[v]]
+			sb.samples = append(sb.samples, opSample{sampleKey{r.pipeline, g.stage[v], g.chunk[v], g.kind[v]}, g.meas[v]})
+			if g.class[v] == ncRecv {
+				snd := g.row[g.other[v]]
+				b := t.Bytes[snd]
+				if b <= 0 {
+					b = t.Bytes[g.row[v]]
+				}
+				from := g.ranks[g.owner[g.other[v]]].stage
+				sb.xfers = append(sb.xfers, xferSample{from: from, to: g.stage[v], dir: p2pDir(g.kind[v]), bytes: max(b, 0), durNs: g.meas[v]})
+			}
+		}
+	})
+	return out
+}
+
+// buildStepGraph builds the graph of the step made of windows ws.
+func buildStepGraph(ix *index, ws []int) (*stepGraph, error) {
+	n := 0
+	for _, w := range ws {
+		n += len(ix.windows[w].rows)
+	}
+	rows := make([]int, 0, n)
+	for _, w := range ws {
+		rows = append(rows, ix.windows[w].rows...)
+	}
+	return traceGraph(ix.t, ix.windows[ws[0]].step, rows, ix.p)
+}
+
+// pathSummary averages the steps' critical paths and lists the path of the
+// step with the median replayed time.
+func pathSummary(ok []*stepBase, p int) CriticalPath {
+	sums := make([]pathSum, len(ok))
+	steps := make([]int64, len(ok))
+	idx := make([]int, len(ok))
+	for k, s := range ok {
+		sums[k], steps[k], idx[k] = s.path, s.step, k
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if ok[a].replayNs != ok[b].replayNs {
+			if ok[a].replayNs < ok[b].replayNs {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	return summarizePaths(sums, steps, idx[(len(idx)-1)/2], p)
+}
+
+// plan is one scenario that keeps each rank's order: a change of the
+// measured durations of a step's graph.
+type plan struct {
+	name        string
+	detail      string
+	unavailable string // non-empty: cannot be predicted, and why
+	// change rewrites dur (the graph's measured durations, a copy) in
+	// place.
+	change func(g *stepGraph, dur []int64)
+}
+
+// replayPlans re-times every step of ok under every available plan and
+// returns, per plan, each step's predicted time in ms.
+func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool) [][]float64 {
+	out := make([][]float64, len(plans))
+	for k := range out {
+		out[k] = make([]float64, len(ok))
+	}
+	parallel(len(ok), func(k int) {
+		g, err := buildStepGraph(ix, ok[k].ws)
+		if err != nil {
+			return // built once already: cannot happen
+		}
+		delay := g.delay
+		if noDelays {
+			delay = nil
+		}
+		dur := make([]int64, g.numNodes())
+		for x, pl := range plans {
+			if pl.unavailable != "" {
+				continue
+			}
+			copy(dur, g.meas)
+			pl.change(g, dur)
+			s, e := g.run(dur, delay)
+			out[x][k] = float64(e-s) / 1e6
+		}
+	})
+	return out
+}
+
+// parallel calls fn(k) for k in [0, n) on up to GOMAXPROCS goroutines.
+func parallel(n int, fn func(k int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for k := range n {
+			fn(k)
+		}
+		return
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				fn(k)
+			}
+		}()
+	}
+	for k := range n {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+}
+
+// roundNs rounds x ns to a whole, non-negative ns.
+func roundNs(x float64) int64 { return max(int64(math.Round(x)), 0) }
