@@ -162,7 +162,7 @@ type Mismatch struct {
 	Kind       MismatchKind
 	Ranks      []trace.Rank
 	Step       int64            // -1 when no step applies
-	MicroBatch trace.MicroBatch // -1 when none applies; for order_mismatch the label the suspect's peer expected
+	MicroBatch trace.MicroBatch // -1 when none applies; for order_mismatch the label the suspect's peer expected (the smaller of the two when no suspect)
 	Detail     string
 	Count      int          // occurrences this entry stands for, >= 1
 	Send, Recv *trace.Event // the pair's ops, when a pair kind (either may be nil for missing_*)
