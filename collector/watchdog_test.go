@@ -251,9 +251,9 @@ func TestSignals(t *testing.T) {
 		tr, _, _, err := ingest.ReadFile(path)
 		return err == nil && tr.Len() == 2
 	})
-	if !strings.Contains(stderr.String(), "dump requested; 1 op(s) pending") {
-		t.Errorf("stderr: %s", stderr.String())
-	}
+	waitFor(t, "the dump's log line", func() bool {
+		return strings.Contains(stderr.String(), "dump requested; 1 op(s) pending")
+	})
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

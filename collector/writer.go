@@ -125,8 +125,8 @@ func (w *writer) cycle(force bool) {
 	case w.tailUp && (comps != w.tailComps || r.next.Load() != w.tailNext):
 		w.dump("") // things moved: rewrite the tail so it stays true
 	case !w.tailUp && outstanding && r.cfg.WatchdogTimeout > 0 && now.Sub(w.lastProgress) >= r.cfg.WatchdogTimeout:
-		r.watchdogs.Add(1)
 		w.dump(fmt.Sprintf("no op completed for %v", now.Sub(w.lastProgress).Round(time.Millisecond)))
+		r.watchdogs.Add(1)
 	}
 	w.check(w.sink.setDropped(r.dropped.Load()))
 }
