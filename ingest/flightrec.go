@@ -259,7 +259,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 				ev.Peer = g.Ranks[peer]
 			}
 		}
-		if ev.Peer == trace.NoRank {
+		if ev.Peer == trace.NoRank || ev.Peer == rank {
 			noPeer++
 			continue
 		}

@@ -585,6 +585,9 @@ func (s *kinetoState) buildRows(p *part, rows *rowSet, base int64, rank trace.Ra
 		case c.peerLocal >= 0 && (c.group == "" || c.group == "0" || c.desc == "default_pg") && c.ranks == nil:
 			e.Peer = trace.Rank(c.peerLocal) // the default group: group ranks are global ranks
 		}
+		if e.Peer == rank {
+			e.Peer = trace.NoRank // a peer that is the rank itself says nothing
+		}
 		if j := enclosing(c, send); j >= 0 {
 			a := evs[j]
 			a.a.used = true
