@@ -24,9 +24,9 @@ type ClockOffset struct {
 	Collectives int
 	SpreadNs    int64
 	// LowNs and HighNs bound the offset relative to the reference file by
-	// causality (a receive cannot end before its send was posted, a send
-	// cannot end before its receive was posted), from the P2P pairs the two
-	// files share; math.MinInt64 / math.MaxInt64 when unbounded.
+	// causality (a receive cannot end before its send was posted), from
+	// the P2P pairs the two files share, in both directions;
+	// math.MinInt64 / math.MaxInt64 when unbounded.
 	LowNs, HighNs int64
 	P2PPairs      int // matched send/receive pairs behind the bounds
 }
@@ -42,8 +42,8 @@ type ClockOffset struct {
 //     from a file it shares collectives with;
 //  3. causality then bounds the offsets: for each matched P2P pair (sends
 //     and receives of a pair of ranks matched in issue order, as NCCL
-//     does), the receive ends after the send was posted and the send ends
-//     after the receive was posted. Offsets that break a bound are moved
+//     does), the receive ends after the send was posted. P2P in both
+//     directions bounds an offset on both sides. Offsets that break a bound are moved
 //     the least that satisfies it (Bellman-Ford on the difference
 //     constraints); inconsistent bounds (clocks that drift within the
 //     trace) leave the step-2 estimate and say so;
@@ -194,9 +194,9 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 			if t.EndNs[r] != trace.NoTime {
 				bound(da, db, t.IssueNs[s]-t.EndNs[r]) // recv ends after the send was posted
 			}
-			if t.EndNs[s] != trace.NoTime {
-				bound(db, da, t.IssueNs[r]-t.EndNs[s]) // send ends after the recv was posted
-			}
+			// The converse (a send ends after its receive was posted) holds
+			// for rendezvous transfers only: Gloo and small NCCL messages
+			// may complete eagerly, so it is not used.
 		}
 	}
 	var warns []Warning

@@ -202,7 +202,10 @@ func (s *kinetoState) visit(e *chromeEvent) error {
 		}
 		s.annos = append(s.annos, kAnno{m: m, name: e.Name, ts: ts, end: end, ext: ext, tid: s.tid(e.Pid, e.Tid), gpu: true})
 		return nil
-	case "user_annotation":
+	case "user_annotation", "":
+		if e.Cat == "" && s.opt.kineto {
+			return nil
+		}
 		if sm := profilerStepRe.FindStringSubmatch(e.Name); sm != nil {
 			n, _ := strconv.ParseInt(sm[1], 10, 64)
 			s.steps = append(s.steps, kSpan{n: n, ts: ts, end: end})

@@ -44,6 +44,8 @@ func ppRank(rank int, skew float64, withColl bool) []byte {
 		add(kev("gpu_user_annotation", "PP:0F0", 7, 10, 90, map[string]any{"External id": 1}))
 		add(kev("user_annotation", "PP:0SEND_F0", 1, 100, 10, map[string]any{"External id": 2}))
 		comm("send", 101, 4, 105, 45, map[string]any{"Dst Rank": 1, "Rank": 1})
+		add(kev("user_annotation", "PP:0RECV_B0", 1, 240, 10, map[string]any{"External id": 3}))
+		comm("recv", 241, 4, 265, 35, map[string]any{"Src Rank": 1, "Rank": 1})
 		if withColl {
 			comm("allreduce", 300, 10, 310, 90, map[string]any{"Seq": 0})
 		}
@@ -52,6 +54,8 @@ func ppRank(rank int, skew float64, withColl bool) []byte {
 		comm("recv", 51, 4, 105, 45, map[string]any{"Src Rank": 0, "Rank": 0})
 		add(kev("user_annotation", "PP:1F0", 1, 150, 100, map[string]any{"External id": 2}))
 		add(kev("user_annotation", "## forward ##", 1, 150, 100, nil))
+		add(kev("user_annotation", "PP:1SEND_B0", 1, 259, 10, map[string]any{"External id": 3}))
+		comm("send", 260, 4, 265, 35, map[string]any{"Dst Rank": 0, "Rank": 0})
 		if withColl {
 			comm("allreduce", 200, 10, 210, 190, map[string]any{"Seq": 0})
 		}
@@ -82,8 +86,8 @@ func TestKinetoPipelining(t *testing.T) {
 	for i := 0; i < tr.Len(); i++ {
 		got = append(got, fmt.Sprintf("r%d s%d %s mb%d peer%d", tr.Rank[i], tr.Stage[i], tr.Kind[i], tr.MicroBatch[i], tr.Peer[i]))
 	}
-	want := []string{"r0 s0 F mb0 peer-1", "r0 s0 SEND_F mb0 peer1", "r0 s0 ALL_REDUCE mb-1 peer-1",
-		"r1 s1 RECV_F mb0 peer0", "r1 s1 F mb0 peer-1", "r1 s1 ALL_REDUCE mb-1 peer-1"}
+	want := []string{"r0 s0 F mb0 peer-1", "r0 s0 SEND_F mb0 peer1", "r0 s0 RECV_B mb0 peer1", "r0 s0 ALL_REDUCE mb-1 peer-1",
+		"r1 s1 RECV_F mb0 peer0", "r1 s1 F mb0 peer-1", "r1 s1 ALL_REDUCE mb-1 peer-1", "r1 s1 SEND_B mb0 peer0"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -95,7 +99,7 @@ func TestKinetoPipelining(t *testing.T) {
 	if s.Bytes != 2048 || s.Dtype != "bf16" || s.Group != "0" || s.StartNs != base+105_000 || s.EndNs != base+150_000 {
 		t.Errorf("SEND_F %+v", s)
 	}
-	ar := tr.At(2)
+	ar := tr.At(3)
 	if !ar.Kind.IsCollective() || ar.GroupSeq != 0 || ar.Group != "0" {
 		t.Errorf("all-reduce %+v", ar)
 	}

@@ -8,6 +8,7 @@ package realdata_test
 import (
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -593,4 +594,52 @@ func stageOf(tr *trace.Trace, r trace.Rank) trace.Stage {
 		}
 	}
 	return -1
+}
+
+// TestTorchProfilerRun analyzes, with no flags, the traces of a real
+// torch.profiler run of a 2-stage CPU pipeline (ingest/testdata/gen):
+// every PP:{stage}{action}{mb} label becomes an event, the gloo P2P ops
+// get their peers from the stage adjacency, and analyze.Run accepts it.
+func TestTorchProfilerRun(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/torchprof/rank*.pt.trace.json.gz")
+	if len(files) != 2 {
+		t.Fatalf("fixtures: %v", files)
+	}
+	want := map[string]int{}
+	for _, f := range files {
+		for _, e := range events(rawJSON(t, f)) {
+			if n := str(e, "name"); strings.HasPrefix(n, "PP:") {
+				want[n[3:4]+":"+strings.TrimRight(n[4:], "0123456789")]++
+			}
+		}
+	}
+	res, err := ingest.Open(files, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := res.Trace
+	got := map[string]int{}
+	for i := 0; i < tr.Len(); i++ {
+		got[fmt.Sprint(tr.Stage[i])+":"+tr.Kind[i].String()]++
+		if tr.Kind[i].IsP2P() && tr.Peer[i] != 1-tr.Rank[i] {
+			t.Errorf("P2P row with peer %d: %+v", tr.Peer[i], tr.At(i))
+		}
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%s: %d rows, want %d (all: %v)", k, got[k], n, got)
+		}
+	}
+	rep, err := analyze.Run(tr, analyze.Options{Step: analyze.AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Job.PP != 2 || rep.Job.MicroBatches != 4 || rep.Job.Steps != 2 || len(rep.Stages) != 2 {
+		t.Errorf("job %+v", rep.Job)
+	}
+	for _, s := range rep.Stages {
+		if s.Bubble <= 0 || s.Bubble >= 1 || s.BusyMs <= 0 {
+			t.Errorf("stage %+v", s)
+		}
+	}
 }
