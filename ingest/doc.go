@@ -4,8 +4,11 @@
 //
 // Formats: Arrow file and Arrow stream (schema v1, via trace/arrowv1), CSV
 // (one header row) and JSONL (one object per line) with the event model's
-// column names, each optionally gzip-compressed. Kineto (torch.profiler)
-// JSON is recognised but not read yet.
+// column names; and other tools' traces: Kineto (torch.profiler) JSON,
+// Megatron-style timer timelines, plain Chrome traces (PiPPy), PyTorch
+// Flight Recorder dumps (pickle or JSON); each optionally gzip-compressed.
+// Chrome traces are decoded as a stream. How each maps to the model, what
+// is inferred and how clocks are aligned across files: docs/formats.md.
 //
 // Reading tolerates what a crashed or hung job leaves behind: an Arrow stream
 // cut off mid-batch yields its complete batches and a Warning saying how much
