@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/ppprof/ppprof/analyze"
@@ -112,9 +113,11 @@ func renderPNG(t *trace.Trace, rep *analyze.Report, opt PNGOptions) (*vgimg.Canv
 	if width < 200 || width > 20000 || opt.Height < 0 || opt.Height > 20000 || opt.Height > 0 && opt.Height < 100 {
 		return nil, nil, fmt.Errorf("PNG size %dx%d: want a width in [200, 20000] and a height of 0 (auto) or in [100, 20000]", width, opt.Height)
 	}
-	panels := opt.Panels
-	if panels == nil {
-		panels = AllPanels
+	var panels []Panel // in drawing order
+	for _, p := range AllPanels {
+		if opt.Panels == nil || slices.Contains(opt.Panels, p) {
+			panels = append(panels, p)
+		}
 	}
 	if len(panels) == 0 {
 		return nil, nil, fmt.Errorf("no panels to draw")
@@ -176,6 +179,9 @@ func renderPNG(t *trace.Trace, rep *analyze.Report, opt PNGOptions) (*vgimg.Canv
 		scale, height = float64(opt.Height)/total, opt.Height
 	}
 	lay.heightPx = height
+	if lay.tlLayout != nil {
+		lay.tlLayout.heightPx = height
+	}
 	img := vgimg.NewWith(vgimg.UseWH(px(float64(width)), px(float64(height))), vgimg.UseDPI(pxDPI))
 	dc := draw.New(img)
 	dc.FillPolygon(rgb(0xFFFFFF), rect(dc.Min.X, dc.Min.Y, dc.Max.X, dc.Max.Y))

@@ -23,7 +23,7 @@ const (
 	tlPhaseBand = 0.9
 	// Below tlMinBoxPx median box width (or above tlMaxBoxes boxes) the
 	// rows are drawn aggregated: per pixel column, the share of each kind.
-	tlMinBoxPx = 3.0
+	tlMinBoxPx = 4.0
 	tlMaxBoxes = 40000
 )
 
@@ -167,20 +167,22 @@ func (tp *timelinePlotter) plotBoxes(c draw.Canvas, trX func(float64) vg.Length,
 func (tp *timelinePlotter) plotAggregated(c draw.Canvas, trX func(float64) vg.Length, yTop func(int) vg.Length, rowH vg.Length) {
 	tl := tp.tl
 	n := len(tl.Rows)
-	wpx := int(math.Round(float64(c.Max.X-c.Min.X) * pxDPI / 72))
-	hpx := int(math.Round(float64(yTop(0)-yTop(n)) * pxDPI / 72))
+	toPx := func(l vg.Length) float64 { return float64(l) * pxDPI / 72 }
+	// The raster covers whole pixels, so it is copied, not resampled.
+	x0, x1 := math.Floor(toPx(c.Min.X)), math.Ceil(toPx(c.Max.X))
+	y0, y1 := math.Floor(toPx(yTop(n))), math.Ceil(toPx(yTop(0)))
+	wpx, hpx := int(x1-x0), int(y1-y0)
 	if wpx <= 0 || hpx <= 0 || n == 0 {
 		return
 	}
 	const nk = 5 // F, B, W, other, wait
 	cover := make([]float64, n*wpx*nk)
 	add := func(b tlBox, k int) {
-		x0 := float64(trX(tp.ms(b.StartNs))-c.Min.X) * pxDPI / 72
-		x1 := float64(trX(tp.ms(b.EndNs))-c.Min.X) * pxDPI / 72
-		x0, x1 = max(x0, 0), min(x1, float64(wpx))
-		for col := int(x0); col < wpx && float64(col) < x1; col++ {
-			f := min(x1, float64(col+1)) - max(x0, float64(col))
-			if f > 0 {
+		a := toPx(trX(tp.ms(b.StartNs))) - x0
+		e := toPx(trX(tp.ms(b.EndNs))) - x0
+		a, e = max(a, 0), min(e, float64(wpx))
+		for col := int(a); col < wpx && float64(col) < e; col++ {
+			if f := min(e, float64(col+1)) - max(a, float64(col)); f > 0 {
 				cover[(b.Row*wpx+col)*nk+k] += f
 			}
 		}
@@ -202,11 +204,12 @@ func (tp *timelinePlotter) plotAggregated(c draw.Canvas, trX func(float64) vg.Le
 	}
 	cols := [nk]color.NRGBA{colF, colB, colW, colOther, colP2P}
 	img := image.NewNRGBA(image.Rect(0, 0, wpx, hpx))
-	rowPx := float64(hpx) / float64(n)
+	rowPx := toPx(rowH)
 	for r := 0; r < n; r++ {
-		top := float64(r) * rowPx
+		// Image rows run down from y1.
+		mid := y1 - toPx(yTop(r)) + rowPx/2
 		band := rowPx * tlBoxFrac
-		bottom := top + (rowPx+band)/2 // the band's lower edge
+		bottom := mid + band/2
 		for col := 0; col < wpx; col++ {
 			y := bottom
 			for k := 0; k < nk; k++ {
@@ -214,17 +217,18 @@ func (tp *timelinePlotter) plotAggregated(c draw.Canvas, trX func(float64) vg.Le
 				if f <= 0 {
 					continue
 				}
-				y1 := y - f*band
-				for py := int(math.Round(y1)); py < int(math.Round(y)); py++ {
+				top := y - f*band
+				for py := int(math.Round(top)); py < int(math.Round(y)); py++ {
 					if py >= 0 && py < hpx {
 						img.SetNRGBA(col, py, cols[k])
 					}
 				}
-				y = y1
+				y = top
 			}
 		}
 	}
-	c.DrawImage(vg.Rectangle{Min: vg.Point{X: c.Min.X, Y: yTop(n)}, Max: vg.Point{X: c.Max.X, Y: yTop(0)}}, img)
+	c.DrawImage(vg.Rectangle{Min: vg.Point{X: vg.Length(x0 * 72 / pxDPI), Y: vg.Length(y0 * 72 / pxDPI)},
+		Max: vg.Point{X: vg.Length(x1 * 72 / pxDPI), Y: vg.Length(y1 * 72 / pxDPI)}}, img)
 }
 
 // plotPhases marks warmup, steady and cooldown in the band above the rows:
