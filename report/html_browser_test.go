@@ -175,4 +175,3 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Error(p)
 	}
 }
-
