@@ -22,7 +22,8 @@ import (
 //     step on every rank, as the simulator's optimizer barrier; a
 //     collective kind that names its process group, per (group,
 //     group_seq), or the k-th of the group on each rank when group_seq is
-//     unknown) arrive at a barrier; it opens at the latest arrival and each
+//     unknown; and the Megatron collective timers that name no group, see
+//     implicitGroup) arrive at a barrier; it opens at the latest arrival and each
 //     rank's collective then lasts its own duration. An OPT arrives only
 //     once its rank's sends of the step have completed (the simulator
 //     waits for them). A collective kind without a group, and every other
@@ -30,7 +31,10 @@ import (
 //
 // Each op may also start a launch delay after it is ready: the gap the
 // trace shows between readiness and start (host overhead, data loading...),
-// measured once and kept in re-timings (it is 0 on simulated traces).
+// measured once and kept in re-timings (it is 0 on simulated traces). A
+// receive is ready when its rank is free and its send was posted (a trace
+// may record a receive's transfer start rather than its post, so only the
+// gap after both is a delay); the transfer then starts after the delay.
 // Each rank begins at the time it began the step in the trace. With the
 // measured durations and delays a re-timing reproduces every start and end
 // of a trace that follows these rules, such as any the simulator writes.
@@ -351,11 +355,17 @@ func (g *stepGraph) measure() {
 			sm[v], em[v] = o.post, o.post
 			at = o.post
 		case ncRecv:
+			// A receive's start is explained by its rank and by its
+			// sender: the trace may record the transfer's start rather
+			// than the post, so only the part after both is a delay.
 			o := op(v)
 			so := op(g.other[v])
 			sm[v], em[v] = max(o.post, so.post), o.end
 			g.meas[v] = max(o.end-sm[v], 0)
 			at = o.post
+			if g.prev[v] >= 0 {
+				ready = max(ready, so.post)
+			}
 		case ncArrive:
 			o := op(v)
 			sm[v], em[v] = o.post, o.post
@@ -421,13 +431,11 @@ func (g *stepGraph) run(dur, delay []int64) (startNs, endNs int64) {
 			s[v] = ready + d
 			e[v] = s[v]
 		case ncRecv:
-			post := ready + d
 			snd := g.other[v]
-			if s[snd] >= post {
-				s[v], c = s[snd], snd
-			} else {
-				s[v] = post
+			if s[snd] >= ready {
+				ready, c = s[snd], snd
 			}
+			s[v] = ready + d
 			e[v] = s[v] + dur[v]
 		case ncArrive:
 			for _, u := range g.extras(v) {

@@ -114,12 +114,8 @@ func (g *stepGraph) criticalPath(startNs int64, delay []int64, p int) pathSum {
 		var gap int64
 		c := g.crit[v]
 		switch g.class[v] {
-		case ncCompute, ncOther, ncSend, ncArrive:
+		case ncCompute, ncOther, ncSend, ncRecv, ncArrive:
 			if delay != nil {
-				gap = delay[v]
-			}
-		case ncRecv:
-			if c != g.other[v] && delay != nil {
 				gap = delay[v]
 			}
 		}

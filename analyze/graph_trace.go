@@ -116,6 +116,11 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 					key = "G" + grp + "@" + strconv.Itoa(groupN[grp])
 					groupN[grp]++
 				}
+			case t.Group[i] == "":
+				if grp := implicitGroup(k, r); grp != "" {
+					key = grp + "@" + strconv.Itoa(groupN[grp])
+					groupN[grp]++
+				}
 			}
 			if key != "" {
 				op.class = ncJoin
@@ -137,4 +142,43 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 		}
 	}
 	return newStepGraph(step, ranks, len(joinID), true)
+}
+
+// Megatron-style timers of collectives, recorded as free-form kinds with no
+// process group (as in the StragglerAnalysis timelines). Their groups are
+// Megatron-LM's, and the same the study's dependency model assumes:
+//
+//	embedding-grads-all-reduce   the first and last stage of a replica (tied embeddings)
+//	grads-reduce-scatter,        one stage across the replicas (the data-parallel group)
+//	params-all-gather,
+//	grads-all-reduce
+//	optimizer-clip-main-grad     every rank (the global gradient norm)
+//	layernorm-grads-all-reduce   the TP ranks of one stage of one replica
+//
+// The k-th such op of a rank in a step joins the k-th of the other ranks
+// of its group.
+var (
+	kindEmbeddingAllReduce = trace.MustKind("embedding-grads-all-reduce")
+	kindGradsReduceScatter = trace.MustKind("grads-reduce-scatter")
+	kindParamsAllGather    = trace.MustKind("params-all-gather")
+	kindGradsAllReduce     = trace.MustKind("grads-all-reduce")
+	kindClipMainGrad       = trace.MustKind("optimizer-clip-main-grad")
+	kindLayernormAllReduce = trace.MustKind("layernorm-grads-all-reduce")
+)
+
+// implicitGroup returns the join key of kind k on rank r when k is one of
+// the Megatron collective timers above, else "".
+func implicitGroup(k trace.Kind, r *gRank) string {
+	itoa := func(x int32) string { return strconv.Itoa(int(x)) }
+	switch k {
+	case kindEmbeddingAllReduce:
+		return "Iemb/" + itoa(r.pipeline) + "/" + itoa(r.tpRk)
+	case kindGradsReduceScatter, kindParamsAllGather, kindGradsAllReduce:
+		return "Idp/" + k.String() + "/" + itoa(r.stage) + "/" + itoa(r.tpRk)
+	case kindClipMainGrad:
+		return "Iworld/" + k.String()
+	case kindLayernormAllReduce:
+		return "Itp/" + k.String() + "/" + itoa(r.pipeline) + "/" + itoa(r.stage)
+	}
+	return ""
 }

@@ -114,9 +114,13 @@ type Scenario struct {
 	// trace (Detail says why); StepMs and Speedup are then 0.
 	Available bool
 	StepMs    float64 // predicted step time: the median over the replayed steps
-	Speedup   float64 // WhatIf.StepMs / StepMs
-	SavedMs   float64 // WhatIf.StepMs - StepMs
-	Detail    string  // what was changed, in one sentence
+	// Speedup is WhatIf.ReplayStepMs / StepMs and SavedMs
+	// WhatIf.ReplayStepMs - StepMs: against the replay of the measured
+	// durations, so that the model's own error cancels (on a simulated
+	// trace the replay is the measurement).
+	Speedup float64
+	SavedMs float64
+	Detail  string // what was changed, in one sentence
 }
 
 // RunWhatIf predicts the step time of each scenario (ScenarioNames) by
@@ -203,15 +207,22 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 	for _, name := range ScenarioNames {
 		sc := results[name]
 		if sc.Available && sc.StepMs > 0 {
-			sc.Speedup, sc.SavedMs = wi.StepMs/sc.StepMs, wi.StepMs-sc.StepMs
+			sc.Speedup, sc.SavedMs = wi.ReplayStepMs/sc.StepMs, wi.ReplayStepMs-sc.StepMs
 		}
 		results[name] = sc
 		if want[name] {
 			wi.Scenarios = append(wi.Scenarios, sc)
 		}
 	}
-	wi.Verdict = st.verdict(wi.StepMs, results[ScenarioBalanced], results[ScenarioSlowWorkerFixed])
+	wi.Verdict = st.verdict(wi.ReplayStepMs, results[ScenarioBalanced], results[ScenarioSlowWorkerFixed])
 	return wi, nil
+}
+
+// CheckScenarios reports the first of names that is not a scenario
+// (ScenarioNames), as RunWhatIf would.
+func CheckScenarios(names []string) error {
+	_, err := selectScenarios(names)
+	return err
 }
 
 // selectScenarios checks names against ScenarioNames; none selects all.

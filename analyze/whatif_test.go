@@ -212,7 +212,7 @@ func TestWhatIfOptions(t *testing.T) {
 		t.Errorf("slow_worker_fixed with one replica: %+v", sw)
 	}
 	for _, sc := range wi.Scenarios {
-		if sc.Available && (sc.StepMs <= 0 || !near(sc.Speedup, wi.StepMs/sc.StepMs)) {
+		if sc.Available && (sc.StepMs <= 0 || !near(sc.Speedup, wi.ReplayStepMs/sc.StepMs)) {
 			t.Errorf("%+v", sc)
 		}
 		if sc.Name == ScenarioBalanced && !near(sc.StepMs, wi.StepMs) {
