@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 
 	"github.com/google/pprof/profile"
 	"github.com/ppprof/ppprof/analyze"
@@ -38,10 +39,12 @@ var idleFrame = map[analyze.Cause]string{
 // stage's TP ranks, see analyze.StageTimes), idle time to warmup,
 // cooldown, exposed P2P wait or other waits, exactly as the analysis
 // splits it. So a stage frame's cumulative time is the summed window
-// length, and a "pipeline P" frame's is the stages times that. Windows
-// with a pending op are left out. Samples carry numeric labels step,
-// pipeline, stage, rank (the rank that ran the op; for idle time the
-// stage's lowest rank), and for busy time microbatch and chunk.
+// length, and a "pipeline P" frame's is the stages times that (so the
+// profile's total is p x its duration: 400% for 4 stages). Windows with a
+// pending op are left out. Samples carry labels step, pipeline, stage,
+// rank (the rank that ran the op; for idle time the stage's lowest rank),
+// and for busy time microbatch and chunk: strings, since pprof's encoding
+// drops a numeric label of value 0 (filter with -tagfocus=step=3).
 func WritePprof(w io.Writer, t *trace.Trace, opt analyze.Options) error {
 	sts := analyze.StageTimes(t, opt)
 	if len(sts) == 0 {
@@ -56,6 +59,8 @@ func WritePprof(w io.Writer, t *trace.Trace, opt analyze.Options) error {
 	}
 	return nil
 }
+
+func itoa(x int64) string { return strconv.FormatInt(x, 10) }
 
 // sampleKey identifies one aggregated sample.
 type sampleKey struct {
@@ -114,15 +119,15 @@ func buildProfile(t *trace.Trace, sts []analyze.StageTime) *profile.Profile {
 	// 3. Samples, leaf first.
 	for _, k := range keys {
 		var stack []*profile.Location
-		s := &profile.Sample{Value: []int64{sums[k]}, NumLabel: map[string][]int64{
-			"step": {k.step}, "pipeline": {int64(k.pipeline)}, "stage": {int64(k.stage)}, "rank": {int64(k.rank)}}}
+		s := &profile.Sample{Value: []int64{sums[k]}, Label: map[string][]string{
+			"step": {itoa(k.step)}, "pipeline": {itoa(int64(k.pipeline))}, "stage": {itoa(int64(k.stage))}, "rank": {itoa(int64(k.rank))}}}
 		if k.cause == analyze.CauseBusy {
 			if k.mb >= 0 {
 				stack = append(stack, loc(fmt.Sprintf("mb %d", k.mb)))
-				s.NumLabel["microbatch"] = []int64{int64(k.mb)}
+				s.Label["microbatch"] = []string{itoa(int64(k.mb))}
 			}
 			stack = append(stack, loc(k.kind.String()))
-			s.NumLabel["chunk"] = []int64{int64(k.chunk)}
+			s.Label["chunk"] = []string{itoa(int64(k.chunk))}
 		} else {
 			stack = append(stack, loc(idleFrame[k.cause]))
 		}
