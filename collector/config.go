@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/ppprof/ppprof/trace"
@@ -55,13 +56,14 @@ type Config struct {
 	// Default 60s; negative disables the watchdog.
 	WatchdogTimeout time.Duration
 
-	// Signals makes the Recorder handle SIGTERM and SIGINT (close every
-	// Recorder, then die of the signal as before) and SIGUSR1 (write the
-	// pending ops now). Leave it off inside runtimes that handle signals
-	// themselves (see docs/collector.md for Python).
-	Signals bool
-	// SignalsUSR1Only, with Signals, handles only SIGUSR1.
-	SignalsUSR1Only bool
+	// Signals the Recorder handles, among SIGTERM, SIGINT and SIGUSR1
+	// (DefaultSignals has all three). SIGTERM and SIGINT close every
+	// Recorder that handles them, then the signal is delivered again with
+	// the handling the process had before, so it dies of it as before.
+	// SIGUSR1 writes the pending ops (DumpPending). Handle none inside
+	// runtimes that handle these signals themselves (docs/collector.md
+	// says what the Python binding does).
+	Signals []os.Signal
 
 	// Log receives watchdog reports and background write errors; nil means
 	// os.Stderr. Use io.Discard to silence it.
@@ -98,6 +100,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("flush interval %v: want >= 0", c.FlushInterval)
 	}
 	if _, err := arrowv1.ParseCompression(string(c.Compression)); err != nil {
+		return c, err
+	}
+	if err := checkSignals(c.Signals); err != nil {
 		return c, err
 	}
 	if c.Clock == nil {

@@ -16,6 +16,10 @@ import (
 // stream. Host and virtual clocks ignore it.
 type Stream uintptr
 
+// SameStream, as the stream of an End or Complete, means the stream the
+// span began on.
+const SameStream = ^Stream(0)
+
 // CUDAOptions configure OpenCUDA.
 type CUDAOptions struct {
 	// Library is the path or soname of libcudart or libcuda to dlopen.

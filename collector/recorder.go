@@ -218,9 +218,7 @@ func New(cfg Config) (*Recorder, error) {
 		<-r.done
 		return nil, fmt.Errorf("collector: rank %d: %w", cfg.Rank, err)
 	}
-	if cfg.Signals {
-		watchSignals(r, !cfg.SignalsUSR1Only)
-	}
+	watchSignals(r, cfg.Signals)
 	return r, nil
 }
 
@@ -266,21 +264,22 @@ func (r *Recorder) Issue(op Op) Span {
 }
 
 // End ends a span on the stream it began on.
-func (r *Recorder) End(s Span) { r.end(s, 0, false, 0, false) }
+func (r *Recorder) End(s Span) { r.end(s, SameStream, 0, false) }
 
-// EndOn ends a span on stream, noting the device memory allocated at its
-// end (0 if unknown).
+// EndOn ends a span on stream (SameStream: the one it began on), noting
+// the device memory allocated at its end (0 if unknown).
 func (r *Recorder) EndOn(s Span, stream Stream, memBytes int64) {
-	r.end(s, stream, true, memBytes, false)
+	r.end(s, stream, memBytes, false)
 }
 
 // Complete records that the wait of a P2P op returned, on the stream it was
 // issued on.
-func (r *Recorder) Complete(s Span) { r.end(s, 0, false, 0, false) }
+func (r *Recorder) Complete(s Span) { r.end(s, SameStream, 0, false) }
 
 // CompleteOn records that the wait of a P2P op returned, timing it on
-// stream (the stream that waited for it).
-func (r *Recorder) CompleteOn(s Span, stream Stream) { r.end(s, stream, true, 0, false) }
+// stream (the stream that waited for it; SameStream: the one it was issued
+// on).
+func (r *Recorder) CompleteOn(s Span, stream Stream) { r.end(s, stream, 0, false) }
 
 // OptimizerBegin starts the optimizer step of step on stream.
 func (r *Recorder) OptimizerBegin(step int64, stream Stream) Span {
@@ -289,7 +288,7 @@ func (r *Recorder) OptimizerBegin(step int64, stream Stream) Span {
 
 // OptimizerEnd ends an optimizer span. skipped records the step's skip
 // decision: the row's kind becomes OPT_SKIP.
-func (r *Recorder) OptimizerEnd(s Span, skipped bool) { r.end(s, 0, false, 0, skipped) }
+func (r *Recorder) OptimizerEnd(s Span, skipped bool) { r.end(s, SameStream, 0, skipped) }
 
 // Step marks the start of step: the current step (see CurrentStep), and a
 // natural point to write a batch, which the writer is woken for.
@@ -396,9 +395,8 @@ func (r *Recorder) open(op *Op, peer trace.Rank) Span {
 	return Span(seq + 1)
 }
 
-// end records the end of span s. onStream says whether stream was given
-// (else the op's own stream is used).
-func (r *Recorder) end(sp Span, stream Stream, onStream bool, memBytes int64, skipped bool) {
+// end records the end of span s on stream.
+func (r *Recorder) end(sp Span, stream Stream, memBytes int64, skipped bool) {
 	if sp == NoSpan {
 		return
 	}
@@ -421,7 +419,7 @@ func (r *Recorder) end(sp Span, stream Stream, onStream bool, memBytes int64, sk
 		return
 	}
 	d := &r.dev[seq&r.mask]
-	if !onStream {
+	if stream == SameStream {
 		stream = d.stream
 	}
 	r.inflight.Add(1)

@@ -138,7 +138,9 @@ func TestDumpPendingNoTimeout(t *testing.T) {
 func TestMain(m *testing.M) {
 	switch os.Getenv("PPPROF_COLLECTOR_CHILD") {
 	case "":
-		os.Exit(m.Run())
+		code := m.Run()
+		removeFakeDir()
+		os.Exit(code)
 	case "kill":
 		childKill(os.Getenv("PPPROF_DIR"))
 	case "signals":
@@ -167,7 +169,7 @@ func childKill(dir string) {
 
 // childSignals records with Signals on and waits for SIGUSR1, then SIGTERM.
 func childSignals(dir string) {
-	r, err := New(Config{Dir: dir, Rank: 0, Signals: true, WatchdogTimeout: -1, FlushInterval: time.Hour})
+	r, err := New(Config{Dir: dir, Rank: 0, Signals: DefaultSignals, WatchdogTimeout: -1, FlushInterval: time.Hour})
 	if err != nil {
 		fmt.Println(err)
 		return
