@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// simulated writes a small simulated trace and returns its path.
+func simulated(t *testing.T, args ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "t.arrow")
+	base := []string{"simulate", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--steps", "2", "--p2p-latency-us", "50", "-o", out}
+	if _, stderr, code := ppprof(t, append(base, args...)...); code != 0 {
+		t.Fatalf("simulate exit %d: %s", code, stderr)
+	}
+	return out
+}
+
+func TestReportCommand(t *testing.T) {
+	tr := simulated(t, "--slow-stage", "3", "--slow-factor", "1.3")
+	dir := t.TempDir()
+	pngPath, htmlPath := filepath.Join(dir, "r.png"), filepath.Join(dir, "r.html")
+	stdout, stderr, code := ppprof(t, "report", tr, "--png", pngPath, "--html", htmlPath, "--width", "1000", "--panels", "timeline,waterfall")
+	if code != 0 {
+		t.Fatalf("report exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, pngPath) || !strings.Contains(stdout, htmlPath) {
+		t.Errorf("stdout does not say where the reports are: %q", stdout)
+	}
+	b, err := os.ReadFile(pngPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil || img.Bounds().Dx() != 1000 {
+		t.Fatalf("PNG: %v, %v", err, img.Bounds())
+	}
+	h, err := os.ReadFile(htmlPath)
+	if err != nil || !bytes.Contains(h, []byte("Utilisation factors")) {
+		t.Fatalf("HTML: %v", err)
+	}
+	// --step picks a step; a step the trace lacks is an error.
+	if _, stderr, code := ppprof(t, "report", tr, "--png", pngPath, "--step", "1"); code != 0 {
+		t.Errorf("--step 1: exit %d: %s", code, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", tr}, "nothing to write"},
+		{[]string{"report", tr, "--png", pngPath, "--panels", "pie"}, "unknown panel"},
+		{[]string{"report", tr, "--png", pngPath, "--step", "9"}, "step 9"},
+		{[]string{"report", tr, "--png", pngPath, "--width", "10"}, "width"},
+		{[]string{"report", filepath.Join(dir, "missing.arrow"), "--png", pngPath}, "missing.arrow"},
+	} {
+		_, stderr, code := ppprof(t, c.args...)
+		if code != exitError || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 naming %q", c.args, code, stderr, c.want)
+		}
+	}
+	// A failed run leaves no partial file behind.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".ppprof-") {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
+	}
+}
+
+func TestReportHungTrace(t *testing.T) {
+	tr := simulated(t, "--fault", "skip:rank=2,step=1,mb=3")
+	htmlPath := filepath.Join(t.TempDir(), "hang.html")
+	if _, stderr, code := ppprof(t, "report", tr, "--html", htmlPath, "-q"); code != 0 {
+		t.Fatalf("report exit %d: %s", code, stderr)
+	}
+	h, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Hang post-mortem", `class="waitfor"`} {
+		if !bytes.Contains(h, []byte(want)) {
+			t.Errorf("the hung trace's report lacks %q", want)
+		}
+	}
+}
+
+func TestExportCommand(t *testing.T) {
+	tr := simulated(t)
+	dir := t.TempDir()
+	prof, chrome, pq := filepath.Join(dir, "p.pb.gz"), filepath.Join(dir, "t.json"), filepath.Join(dir, "pq")
+	stdout, stderr, code := ppprof(t, "export", tr, "--pprof", prof, "--perfetto", chrome, "--parquet", pq)
+	if code != 0 {
+		t.Fatalf("export exit %d: %s", code, stderr)
+	}
+	for _, p := range []string{prof, chrome, filepath.Join(pq, "step=1", "rank=3", "part-0.parquet")} {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+		if !strings.Contains(stdout, filepath.Base(strings.TrimSuffix(p, "/step=1/rank=3/part-0.parquet"))) {
+			t.Errorf("stdout does not name %s: %q", p, stdout)
+		}
+	}
+	// --step 0 exports that step only.
+	pq0 := filepath.Join(dir, "pq0")
+	if _, stderr, code := ppprof(t, "export", tr, "--parquet", pq0, "--step", "0"); code != 0 {
+		t.Fatalf("export --step 0: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(pq0, "step=1")); !os.IsNotExist(err) {
+		t.Errorf("--step 0 wrote step 1: %v", err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export", tr}, "nothing to write"},
+		{[]string{"export", tr, "--parquet", pq}, "not empty"},
+		{[]string{"export", tr, "--pprof", prof, "--step", "5"}, "no events in step 5"},
+	} {
+		_, stderr, code := ppprof(t, c.args...)
+		if code != exitError || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 naming %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+func TestDemoCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates and draws a 256-micro-batch-op job")
+	}
+	dir := filepath.Join(t.TempDir(), "demo")
+	stdout, stderr, code := ppprof(t, "demo", "--out", dir)
+	if code != 0 {
+		t.Fatalf("demo exit %d: %s", code, stderr)
+	}
+	for _, f := range []string{"trace.arrow", "report.png", "timeline.png", "report.html"} {
+		p := filepath.Join(dir, f)
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+		if !strings.Contains(stdout, p) {
+			t.Errorf("stdout does not say where %s is", f)
+		}
+	}
+	for _, want := range []string{"interleaved", "STAGE_IMBALANCE", "stage 7", "bubble"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the demo's analysis lacks %q:\n%s", want, stdout)
+		}
+	}
+	// The trace it wrote analyses to the same job.
+	a := analyzeJSON(t, filepath.Join(dir, "trace.arrow"))
+	if a.Job.PP != 8 || a.Job.MicroBatches != 32 || a.Job.Virtual != 2 || a.Job.Schedule != "interleaved" {
+		t.Errorf("demo job %+v", a.Job)
+	}
+	// The timeline PNG is small enough for the docs.
+	if fi, err := os.Stat(filepath.Join(dir, "timeline.png")); err == nil && fi.Size() > 300<<10 {
+		t.Errorf("timeline.png is %d bytes, want under 300 KB", fi.Size())
+	}
+}
