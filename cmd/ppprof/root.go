@@ -68,6 +68,8 @@ file or stream (as the collector writes), CSV, JSONL, optionally gzipped.`,
 		newCmdReport(stdout, stderr),
 		newCmdExport(stdout, stderr),
 		newCmdDemo(stdout, stderr),
+		newCmdWhatIf(stdout, stderr),
+		newCmdPartition(stdout, stderr),
 	)
 	return root
 }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// simTrace simulates args into a fresh file and returns its path.
+func simTrace(t *testing.T, args ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "job.arrow")
+	if _, errs, code := ppprof(t, append(append([]string{"simulate"}, args...), "-o", path)...); code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, errs)
+	}
+	return path
+}
+
+// TestWhatIfCommand: the JSON contract end to end; a slow stage's balanced
+// prediction is the sim of the job without it.
+func TestWhatIfCommand(t *testing.T) {
+	slow := simTrace(t, "--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--steps", "2",
+		"--slow-stage", "3", "--slow-factor", "1.5")
+	fixed := simTrace(t, "--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--steps", "2")
+	out, errs, code := ppprof(t, "whatif", slow, "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc struct {
+		Schema    string  `json:"schema"`
+		StepMs    float64 `json:"step_ms"`
+		Scenarios []struct {
+			Name    string   `json:"name"`
+			StepMs  *float64 `json:"step_ms"`
+			Speedup *float64 `json:"speedup"`
+			Detail  string   `json:"detail"`
+		} `json:"scenarios"`
+		Verdict struct {
+			Kind string `json:"kind"`
+		} `json:"verdict"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := analyzeJSON(t, fixed).StepMs
+	if doc.Schema != "ppprof.whatif/v1" || len(doc.Scenarios) != 7 || doc.Scenarios[0].Name != "balanced" ||
+		doc.Scenarios[0].StepMs == nil || !whatIfNear(*doc.Scenarios[0].StepMs, want) || doc.Verdict.Kind != "slow_stage" {
+		t.Errorf("balanced predicted %v, the job without the slow stage takes %v ms:\n%s", doc.Scenarios[0].StepMs, want, out)
+	}
+
+	out, _, code = ppprof(t, "whatif", slow, "--scenario", "free_p2p", "--scenario", "zb_h1", "--step", "1")
+	if code != 0 || !strings.Contains(out, "free_p2p") || !strings.Contains(out, "zb_h1") || strings.Contains(out, "balanced  ") ||
+		!strings.Contains(out, "Critical path") {
+		t.Errorf("text, two scenarios: exit %d\n%s", code, out)
+	}
+}
+
+func whatIfNear(a, b float64) bool { d := a - b; return d < 1e-9*b+1e-12 && d > -1e-9*b-1e-12 }
+
+func TestWhatIfCommandErrors(t *testing.T) {
+	tr := simTrace(t, "--schedule", "1f1b", "--stages", "2", "--microbatches", "2")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"whatif"}, "requires at least 1 arg"},
+		{[]string{"whatif", tr, "--scenario", "faster"}, `unknown scenario "faster"`},
+		{[]string{"whatif", tr, "--format", "yaml"}, "--format"},
+		{[]string{"whatif", tr, "--step", "x"}, "--step"},
+		{[]string{"whatif", filepath.Join(t.TempDir(), "missing.arrow")}, "missing.arrow"},
+		{[]string{"whatif", tr, "--step", "7"}, "step 7"},
+	} {
+		_, errs, code := ppprof(t, tc.args...)
+		if code != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+func TestPartitionCommand(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "layers.csv")
+	body := "layer,fwd_ms,bwd_ms,act_bytes\n"
+	for range 9 {
+		body += "block,1,2,1000\n"
+	}
+	body += "loss,4,2,0\n"
+	if err := os.WriteFile(csv, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := ppprof(t, "partition", "--layers", csv, "--stages", "4", "--microbatches", "8", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc struct {
+		Schema       string  `json:"schema"`
+		Sizes        []int   `json:"sizes"`
+		BottleneckMs float64 `json:"bottleneck_ms"`
+		StepMs       float64 `json:"step_ms"`
+		Even         struct {
+			Sizes        []int   `json:"sizes"`
+			BottleneckMs float64 `json:"bottleneck_ms"`
+		} `json:"even"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// 9 layers of 3 ms and a 6 ms loss: the last stage takes one layer
+	// (9 ms) and no other more than 3, which beats the even 3, 2, 2, 2 (its
+	// last stage 12 ms); 2, 3, 3, 1 and 3, 3, 2, 1 tie, the earliest cut
+	// wins.
+	if doc.Schema != "ppprof.partition/v1" || doc.BottleneckMs != 9 || fmt.Sprint(doc.Sizes) != "[2 3 3 1]" ||
+		doc.Even.BottleneckMs != 12 || fmt.Sprint(doc.Even.Sizes) != "[3 2 2 2]" || doc.StepMs <= 0 {
+		t.Errorf("%+v", doc)
+	}
+	out, _, code = ppprof(t, "partition", "--layers", csv, "--stages", "2")
+	if code != 0 || !strings.Contains(out, "layers per stage") || !strings.Contains(out, "even split") {
+		t.Errorf("text: exit %d\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"partition", "--stages", "2"}, `"layers" not set`},
+		{[]string{"partition", "--layers", csv}, `"stages" not set`},
+		{[]string{"partition", "--layers", csv, "--stages", "10"}, "every stage needs a layer"},
+		{[]string{"partition", "--layers", csv, "--stages", "2", "--schedule", "interleaved"}, "interleaved"},
+		{[]string{"partition", "--layers", csv, "--stages", "4", "--mem-limit", "100"}, "fits"},
+		{[]string{"partition", "--layers", filepath.Join(dir, "nope.csv"), "--stages", "2"}, "nope.csv"},
+	} {
+		_, errs, code := ppprof(t, tc.args...)
+		if code != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
