@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -386,4 +387,18 @@ func ExampleRecorder() {
 	}
 	fmt.Println(filepath.Base(r.Path()))
 	// Output: rank-00000.arrows
+}
+
+// TestResetTrace: every column is emptied (a column added to the model
+// must not keep the previous batch's rows).
+func TestResetTrace(t *testing.T) {
+	var tr trace.Trace
+	tr.Append(trace.Event{Kind: trace.F, GroupSeq: trace.NoGroupSeq, Group: "g"})
+	resetTrace(&tr)
+	v := reflect.ValueOf(tr)
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() == reflect.Slice && f.Len() != 0 {
+			t.Errorf("column %s keeps %d rows", v.Type().Field(i).Name, f.Len())
+		}
+	}
 }

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"time"
 
@@ -264,6 +265,7 @@ func (w *writer) row(seq uint64, s *slot, complete bool) trace.Event {
 		Dtype:      s.dtype,
 		Tokens:     s.tokens,
 		Flops:      s.flops,
+		GroupSeq:   trace.NoGroupSeq,
 	}
 	if complete {
 		e.Kind = s.endKind
@@ -442,25 +444,13 @@ func (w *writer) fail(err error) {
 	}
 }
 
-// resetTrace empties t, keeping its columns' capacity.
+// resetTrace empties t, keeping its columns' capacity. It resets every
+// slice field, so a column added to the model is not left behind.
 func resetTrace(t *trace.Trace) {
-	t.Rank = t.Rank[:0]
-	t.Pipeline = t.Pipeline[:0]
-	t.Stage = t.Stage[:0]
-	t.TPRank = t.TPRank[:0]
-	t.Chunk = t.Chunk[:0]
-	t.Step = t.Step[:0]
-	t.MicroBatch = t.MicroBatch[:0]
-	t.Kind = t.Kind[:0]
-	t.Seq = t.Seq[:0]
-	t.IssueNs = t.IssueNs[:0]
-	t.StartNs = t.StartNs[:0]
-	t.EndNs = t.EndNs[:0]
-	t.Peer = t.Peer[:0]
-	t.Bytes = t.Bytes[:0]
-	t.Shape = t.Shape[:0]
-	t.Dtype = t.Dtype[:0]
-	t.Tokens = t.Tokens[:0]
-	t.Flops = t.Flops[:0]
-	t.MemBytes = t.MemBytes[:0]
+	v := reflect.ValueOf(t).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() == reflect.Slice {
+			f.SetLen(0)
+		}
+	}
 }
