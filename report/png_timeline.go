@@ -87,7 +87,7 @@ func chooseWindow(rep *analyze.Report, step int64) (analyze.StepWindow, error) {
 		ls = append(ls, w.WindowMs())
 	}
 	slices.Sort(ls)
-	med := ls[len(ls)/2]
+	med := ls[(len(ls)-1)/2] // the lower median: of two steps, the typical one
 	best := rep.Steps[0]
 	for _, w := range rep.Steps[1:] {
 		if math.Abs(w.WindowMs()-med) < math.Abs(best.WindowMs()-med) {
