@@ -33,6 +33,9 @@ type HTMLOptions struct {
 	// Hang is the hang post-mortem of the same trace; its section is shown
 	// when the verdict is not ok. Nil leaves the section out.
 	Hang *hang.Report
+	// WhatIf is the what-if analysis of the same trace (WriteWhatIfHTML
+	// draws its section). Nil leaves the section out.
+	WhatIf *analyze.WhatIf
 }
 
 // WriteHTML writes the HTML report of rep (the analysis of t) to w: one
@@ -76,6 +79,13 @@ func WriteHTML(w io.Writer, t *trace.Trace, rep *analyze.Report, opt HTMLOptions
 	if opt.Hang != nil && opt.Hang.Verdict != hang.VerdictOK {
 		pg.Hang = hangSection(opt.Hang)
 	}
+	if opt.WhatIf != nil {
+		var b strings.Builder
+		if err := WriteWhatIfHTML(&b, opt.WhatIf); err != nil {
+			return err
+		}
+		pg.WhatIf = template.HTML(b.String()) // escaped by WriteWhatIfHTML's own template
+	}
 	if err := htmlTemplate.Execute(w, pg); err != nil {
 		return fmt.Errorf("writing HTML: %w", err)
 	}
@@ -83,9 +93,9 @@ func WriteHTML(w io.Writer, t *trace.Trace, rep *analyze.Report, opt HTMLOptions
 }
 
 // htmlPage is what the template renders. Strings are plain text: the
-// template escapes them. Only CSS, JS, Data (JSON with <, > and & escaped)
-// and the charts' SVG (vgsvg's output, which escapes its text) are
-// trusted.
+// template escapes them. Only CSS, JS, Data (JSON with <, > and & escaped),
+// the charts' SVG (vgsvg's output, which escapes its text) and the what-if
+// fragment (WriteWhatIfHTML's html/template output) are trusted.
 type htmlPage struct {
 	Title, Shape string
 	CSS          template.CSS
@@ -94,6 +104,7 @@ type htmlPage struct {
 	Cards        []htmlKV
 	Findings     []analyze.Finding
 	Hang         *htmlHang
+	WhatIf       template.HTML
 	TimelineSub  string
 	Legend       []htmlLegendItem
 	Charts       []htmlChart

@@ -163,6 +163,9 @@ func TestHTMLSelfContained(t *testing.T) {
 			}
 		}
 	})
+	if strings.Contains(text, "What if") {
+		t.Error("a what-if section without a what-if result")
+	}
 	if svgs != 3 || scripts != 2 {
 		t.Errorf("%d chart SVGs and %d scripts, want 3 and 2", svgs, scripts)
 	}
@@ -299,5 +302,31 @@ func TestHTMLHangSection(t *testing.T) {
 	}
 	if _, doc := renderHTML(t, tr2, rep2, h2); strings.Contains(textOf(doc), "Hang post-mortem") {
 		t.Error("a healthy trace shows a hang section")
+	}
+}
+
+// TestHTMLWhatIf embeds the what-if section when given one.
+func TestHTMLWhatIf(t *testing.T) {
+	tr, rep := simAnalysed(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, SlowStage: 2, SlowFactor: 1.5})
+	wi, err := analyze.RunWhatIf(tr, analyze.WhatIfOptions{Step: analyze.AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, tr, rep, HTMLOptions{Step: -1, WhatIf: wi}); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := textOf(doc)
+	for _, want := range []string{"What if", "balanced", "Critical path"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the what-if section lacks %q", want)
+		}
+	}
+	if refs := externalRefs(doc); len(refs) > 0 {
+		t.Errorf("external references: %v", refs)
 	}
 }

@@ -104,8 +104,12 @@ func demoRun(opts *demoOptions) error {
 		return err
 	}
 	htmlPath := filepath.Join(dir, "report.html")
+	hopt := report.HTMLOptions{Step: analyze.AllSteps}
+	if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: analyze.AllSteps}); err == nil {
+		hopt.WhatIf = wi
+	}
 	if err := writeFileAtomic(htmlPath, func(w io.Writer) error {
-		return report.WriteHTML(w, t, rep, report.HTMLOptions{Step: analyze.AllSteps})
+		return report.WriteHTML(w, t, rep, hopt)
 	}); err != nil {
 		return err
 	}

@@ -99,8 +99,12 @@ func reportRun(opts *reportOptions) error {
 		fmt.Fprintf(opts.stdout, "PNG report:  %s\n", opts.png)
 	}
 	if opts.html != "" {
-		hrep := hangReport(t, res.Files, opts.stderr, opts.quiet)
-		hopt := report.HTMLOptions{Step: step, Hang: hrep}
+		hopt := report.HTMLOptions{Step: step, Hang: hangReport(t, res.Files, opts.stderr, opts.quiet)}
+		if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step}); err == nil {
+			hopt.WhatIf = wi
+		} else if !opts.quiet {
+			fmt.Fprintf(opts.stderr, "ppprof: warning: no what-if section: %v\n", err)
+		}
 		if err := writeFileAtomic(opts.html, func(w io.Writer) error { return report.WriteHTML(w, t, rep, hopt) }); err != nil {
 			return err
 		}
