@@ -180,7 +180,7 @@ func writeWhatIfText(t *textWriter, res *analyze.WhatIf) {
 	}
 	t.title(fmt.Sprintf("ppprof what-if: %s, PP %d, v=%d, %d micro-batches, DP %d; %d step(s) replayed",
 		sched, res.Stages, res.Virtual, res.MicroBatches, res.Replicas, res.Steps))
-	t.line("measured step %.4g ms; replayed with measured durations %.4g ms", res.StepMs, res.ReplayStepMs)
+	t.line("measured step %s ms; replayed with measured durations %s ms", msf(res.StepMs), msf(res.ReplayStepMs))
 	if res.SkippedSteps > 0 {
 		t.line("%d step(s) not replayed: %s", res.SkippedSteps, res.SkipReason)
 	}
@@ -192,7 +192,7 @@ func writeWhatIfText(t *textWriter, res *analyze.WhatIf) {
 				row(sc.Name, "-", "-", "-")
 				continue
 			}
-			row(sc.Name, fmt.Sprintf("%.4g", sc.StepMs), fmt.Sprintf("%.3gx", sc.Speedup), fmt.Sprintf("%.3g", sc.SavedMs))
+			row(sc.Name, msf(sc.StepMs), fmt.Sprintf("%.3gx", sc.Speedup), msf(sc.SavedMs))
 		}
 	})
 	t.b.WriteString("\n")
@@ -205,16 +205,16 @@ func writeWhatIfText(t *textWriter, res *analyze.WhatIf) {
 
 	cp := res.CriticalPath
 	t.section("Critical path (mean per step)")
-	t.line("%.4g ms = compute %.4g + P2P %.4g + OPT/collectives %.4g + other %.4g + waits %.4g",
-		cp.LengthMs, cp.ComputeMs, cp.P2PMs, cp.CollectiveMs, cp.OtherMs, cp.WaitMs)
+	t.line("%s ms = compute %s + P2P %s + OPT/collectives %s + other %s + waits %s",
+		msf(cp.LengthMs), msf(cp.ComputeMs), msf(cp.P2PMs), msf(cp.CollectiveMs), msf(cp.OtherMs), msf(cp.WaitMs))
 	var parts []string
 	for _, s := range cp.Stages {
-		parts = append(parts, fmt.Sprintf("%d: %.3g + %.3g P2P", s.Stage, s.ComputeMs, s.P2PMs))
+		parts = append(parts, fmt.Sprintf("%d: %s + %s P2P", s.Stage, msf(s.ComputeMs), msf(s.P2PMs)))
 	}
 	t.line("by stage (compute + P2P received, ms): %s", strings.Join(parts, "; "))
 	parts = parts[:0]
 	for _, k := range cp.Kinds {
-		parts = append(parts, fmt.Sprintf("%s %.3g ms (%.3g ops)", k.Kind, k.Ms, k.Ops))
+		parts = append(parts, fmt.Sprintf("%s %s ms (%.3g ops)", k.Kind, msf(k.Ms), k.Ops))
 	}
 	t.line("by kind: %s", strings.Join(parts, ", "))
 	parts = parts[:0]
@@ -223,10 +223,19 @@ func writeWhatIfText(t *textWriter, res *analyze.WhatIf) {
 			parts = append(parts, fmt.Sprintf("... %d more", len(cp.MicroBatches)-i))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%d (%.3g ms)", m.MicroBatch, m.Ms))
+		parts = append(parts, fmt.Sprintf("%d (%s ms)", m.MicroBatch, msf(m.Ms)))
 	}
 	if len(parts) > 0 {
 		t.line("critical micro-batches: %s", strings.Join(parts, ", "))
 	}
 	t.line("step %d's path: %d ops (--format json lists them)", cp.PathStep, len(cp.Path))
+}
+
+// msf prints ms with 4 significant digits, or whole ms from 1000 on (no
+// exponent).
+func msf(x float64) string {
+	if math.Abs(x) >= 1000 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.4g", x)
 }
