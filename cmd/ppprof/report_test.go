@@ -160,3 +160,23 @@ func TestDemoCommand(t *testing.T) {
 		t.Errorf("timeline.png is %d bytes, want under 300 KB", fi.Size())
 	}
 }
+
+// TestDocTimelinePNG checks the committed docs/demo-timeline.png, which
+// docs/report.md shows: a PNG of the demo's timeline, small enough for the
+// README (regenerate it as docs/report.md says).
+func TestDocTimelinePNG(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "demo-timeline.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 300<<10 {
+		t.Errorf("docs/demo-timeline.png is %d bytes, want under 300 KB", len(b))
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("docs/demo-timeline.png: %v", err)
+	}
+	if img.Bounds().Dx() != 1200 {
+		t.Errorf("docs/demo-timeline.png is %d px wide; ppprof demo draws it 1200 px wide", img.Bounds().Dx())
+	}
+}
