@@ -197,7 +197,7 @@ func htmlCards(rep *analyze.Report) []htmlKV {
 		cards = append(cards, htmlKV{"bubble (schedule's theory)", fmt.Sprintf("%.4f", *th)})
 	}
 	cards = append(cards, htmlKV{"balance", pct(u.Balance)}, htmlKV{"MFU", optPct(u.MFU)})
-	if im := rep.Imbalance; im.SlowestStage >= 0 && len(rep.Stages) > 1 {
+	if im := rep.Imbalance; im.SlowestStage >= 0 && len(rep.Stages) > 1 && im.ExcessFrac >= slowestMinExcess {
 		cards = append(cards, htmlKV{"slowest stage", fmt.Sprintf("%d (+%.1f %%)", im.SlowestStage, 100*im.ExcessFrac)})
 	}
 	return cards
