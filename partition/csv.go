@@ -124,7 +124,7 @@ func ReadCSV(r io.Reader) (*Model, error) {
 // Input limits of ReadCSV and Solve: they keep every sum of costs (ns)
 // and of bytes within int64.
 const (
-	MaxLayers   = 1 << 16
+	MaxLayers   = 1 << 14
 	MaxLayerMs  = 1e6     // 1000 s
 	MaxActBytes = 1 << 40 // 1 TiB per layer and micro-batch
 )

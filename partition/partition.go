@@ -63,7 +63,9 @@ type Result struct {
 // Stage is one stage of a split.
 type Stage struct {
 	Stage       int
-	First, Last int // layer indices (0-based, inclusive) in Model.Layers
+	First, Last int    // layer indices (0-based, inclusive) in Model.Layers
+	FirstName   string // Model.Layers[First].Name
+	LastName    string // Model.Layers[Last].Name
 	FwdMs       float64
 	BwdMs       float64
 	CostMs      float64 // FwdMs + BwdMs: one micro-batch, embedding or loss included
@@ -87,12 +89,14 @@ type Baseline struct {
 // splits it returns one with the least sum of squared stage costs (a
 // second exact pass), the earliest cuts on ties.
 //
-// The search is a dynamic program over (stage, layers so far), O(p n^2)
-// with prefix sums, on costs rounded to whole ns so that sums are exact:
-// best[s][i], the least bottleneck of the first i layers on stages 0..s,
-// is min over j of max(best[s-1][j], cost(s, j..i-1)) over the j whose
-// stage fits memory (the limit depends on the stage through its live
-// bound).
+// The search is a dynamic program over (stage, layers so far) with prefix
+// sums, on costs rounded to whole ns so that sums are exact: best[s][i],
+// the least bottleneck of the first i layers on stages 0..s, is min over j
+// of max(best[s-1][j], cost(s, j..i-1)) over the j whose stage fits memory
+// (the limit depends on the stage through its live bound). A stage's cost
+// and memory only grow as it takes more layers, so the scan over j (from
+// the largest) stops at the first that cannot improve: O(p n^2) at worst,
+// about O(n^2) in practice.
 func Solve(m *Model, opt Options) (*Result, error) {
 	pr, err := newProblem(m, opt)
 	if err != nil {
@@ -132,6 +136,7 @@ type problem struct {
 	lossB      int64
 	embA       int64
 	lossA      int64
+	names      []string // layer names
 }
 
 func newProblem(m *Model, opt Options) (*problem, error) {
@@ -191,6 +196,7 @@ func newProblem(m *Model, opt Options) (*problem, error) {
 		pr.fwd[i+1], pr.bwd[i+1] = pr.fwd[i]+f, pr.bwd[i]+b
 		pr.cost[i+1] = pr.cost[i] + f + b
 		pr.act[i+1] = pr.act[i] + l.ActBytes
+		pr.names = append(pr.names, l.Name)
 	}
 	if l := m.Embedding; l != nil {
 		if err := check(l); err != nil {
@@ -261,13 +267,17 @@ func (pr *problem) solve() ([]int, bool) {
 		// Stage s takes layers [j, i): j >= s (stages before hold one
 		// each), i <= n - (p-1-s) (one each for the stages after).
 		for i := s + 1; i <= n-(p-1-s); i++ {
+			// j descends: the stage grows, so its cost and memory only
+			// rise; stop once either rules out any improvement.
 			b := int64(inf)
-			for j := s; j < i; j++ {
-				prev := best[s-1][j]
-				if prev == inf || prev >= b || !pr.fits(s, j, i) {
-					continue
+			for j := i - 1; j >= s; j-- {
+				c := pr.stageCost(s, j, i)
+				if c >= b || !pr.fits(s, j, i) {
+					break
 				}
-				b = min(b, max(prev, pr.stageCost(s, j, i)))
+				if prev := best[s-1][j]; prev != inf {
+					b = min(b, max(prev, c))
+				}
 			}
 			best[s][i] = b
 		}
@@ -295,15 +305,16 @@ func (pr *problem) solve() ([]int, bool) {
 	}
 	for s := 1; s < p; s++ {
 		for i := s + 1; i <= n-(p-1-s); i++ {
-			for j := s; j < i; j++ {
+			for j := i - 1; j >= s; j-- {
+				c := pr.stageCost(s, j, i)
+				if c > bstar || !pr.fits(s, j, i) {
+					break
+				}
 				if math.IsInf(sq[s-1][j], 1) {
 					continue
 				}
-				c := pr.stageCost(s, j, i)
-				if c > bstar || !pr.fits(s, j, i) {
-					continue
-				}
-				if x := sq[s-1][j] + ms2(c); x < sq[s][i] {
+				// <= keeps the smallest j on a tie: the earliest cut.
+				if x := sq[s-1][j] + ms2(c); x <= sq[s][i] {
 					sq[s][i], from[s][i] = x, int32(j)
 				}
 			}
@@ -371,7 +382,7 @@ func (pr *problem) evaluate(cuts []int) ([]Stage, float64, float64, error) {
 			mem = a * pr.live[s]
 		}
 		fwd[s], bwd[s] = float64(f)/1e6, float64(b)/1e6
-		out[s] = Stage{Stage: s, First: j, Last: i - 1, FwdMs: fwd[s], BwdMs: bwd[s], CostMs: float64(c) / 1e6,
+		out[s] = Stage{Stage: s, First: j, Last: i - 1, FirstName: pr.names[j], LastName: pr.names[i-1], FwdMs: fwd[s], BwdMs: bwd[s], CostMs: float64(c) / 1e6,
 			ActBytes: a, LiveBound: int(pr.live[s]), MemBytes: mem}
 	}
 	tl, err := pr.sched.Replay(func(st int, a schedule.Action) float64 {
