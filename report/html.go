@@ -70,6 +70,9 @@ func WriteHTML(w io.Writer, t *trace.Trace, rep *analyze.Report, opt HTMLOptions
 		return err
 	}
 	pg.Factors, pg.BubbleTable, pg.Gap = factorTables(rep)
+	if !hasComplete(rep) {
+		pg.FactorsNote = "No analysed step completed (every one has an op that never ended), so these factors could not be measured."
+	}
 	pg.Stages, pg.Overhead = stageTables(rep)
 	pg.P2PSub, pg.P2P = p2pTable(rep)
 	pg.Steps = stepTable(rep)
@@ -110,6 +113,7 @@ type htmlPage struct {
 	Charts       []htmlChart
 
 	Factors, BubbleTable, Gap htmlTable
+	FactorsNote               string
 	Stages, Overhead          htmlTable
 	P2PSub                    string
 	P2P                       htmlTable

@@ -154,7 +154,11 @@ func renderPNG(t *trace.Trace, rep *analyze.Report, opt PNGOptions) (*vgimg.Canv
 			ps = append(ps, &pngPanel{title: "Utilisation waterfall", sub: sub, plot: p, heightPx: halfRowPx})
 		case PanelStages:
 			p, sub := stageBars(rep)
-			ps = append(ps, &pngPanel{title: "Stages", sub: sub, items: stageItems, plot: p, heightPx: halfRowPx})
+			items := stageItems
+			if !hasComplete(rep) {
+				items = nil
+			}
+			ps = append(ps, &pngPanel{title: "Stages", sub: sub, items: items, plot: p, heightPx: halfRowPx})
 		}
 	}
 	if len(ps) == 0 {

@@ -115,6 +115,9 @@ func (bp *barsPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 // imbalance -> pipeline utilisation -> compute efficiency -> MFU, in
 // percent of the ideal.
 func waterfall(rep *analyze.Report) (*plot.Plot, string) {
+	if !hasComplete(rep) {
+		return messagePlot(noCompleteMsg), ""
+	}
 	u := rep.Utilization
 	one := 100.0
 	afterBubble := one * (1 - u.Bubble)
@@ -164,6 +167,9 @@ var stageItems = []legendItem{
 // kind's summed op time) stacked under idle time split by cause, ms per
 // step. The slowest stage has a heavy outline.
 func stageBars(rep *analyze.Report) (*plot.Plot, string) {
+	if !hasComplete(rep) {
+		return messagePlot(noCompleteMsg), ""
+	}
 	var bars []bar
 	for _, s := range rep.Stages {
 		f, b, w := s.F.MeanMs*float64(s.F.N), s.B.MeanMs*float64(s.B.N), s.W.MeanMs*float64(s.W.N)
@@ -334,4 +340,37 @@ func memoryChart(rep *analyze.Report, rowsPx float64) (*plot.Plot, string) {
 	p.X.Padding, p.Y.Padding = 0, 0
 	p.X.Label.Text = fmt.Sprintf("time since the step's first op (ms); step %d, one rank per stage", step)
 	return p, "live micro-batches (F done, last B/W not) per stage; label: peak / schedule bound"
+}
+
+// hasComplete reports whether some analysed window completed: the factors
+// and the per-stage numbers are measured over complete windows only.
+func hasComplete(rep *analyze.Report) bool {
+	for _, w := range rep.Steps {
+		if w.Complete && w.EndNs > w.StartNs {
+			return true
+		}
+	}
+	return false
+}
+
+// noCompleteMsg is what the charts of the factors say without a complete
+// window.
+const noCompleteMsg = "no complete step to measure (every analysed step has an op that never ended): see the timeline"
+
+// messagePlotter writes one line of text in the middle of a plot.
+type messagePlotter struct{ text string }
+
+func (m messagePlotter) Plot(c draw.Canvas, _ *plot.Plot) {
+	ts := textStyle(10, false)
+	ts.Color = colMuted
+	ts.XAlign, ts.YAlign = draw.XCenter, draw.YCenter
+	c.FillText(ts, c.Center(), m.text)
+}
+
+// messagePlot is a plot without axes that shows text.
+func messagePlot(text string) *plot.Plot {
+	p := newPlot()
+	p.Add(messagePlotter{text})
+	p.HideAxes()
+	return p
 }

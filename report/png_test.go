@@ -215,3 +215,27 @@ func TestPNGHungTrace(t *testing.T) {
 		t.Error("no pending op drawn")
 	}
 }
+
+// TestNoCompleteStep: a job that died in its only step has a timeline but
+// no factors; the charts and the HTML say so instead of drawing zeros.
+func TestNoCompleteStep(t *testing.T) {
+	f, err := sim.ParseFault("crash:rank=1,step=0,mb=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, rep := simAnalysed(t, sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, Faults: []sim.Fault{f}})
+	if hasComplete(rep) {
+		t.Fatal("the crashed step completed")
+	}
+	_, lay := renderDecoded(t, tr, rep, PNGOptions{Step: -1})
+	if lay.timeline == nil || lay.timeline.Complete {
+		t.Error("no timeline of the crashed step")
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, tr, rep, HTMLOptions{Step: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "no complete step to measure") || !strings.Contains(buf.String(), "could not be measured") {
+		t.Error("the HTML does not say the factors could not be measured")
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -75,27 +76,32 @@ func exportRun(opts *exportOptions) error {
 			return fmt.Errorf("%s: no events in step %d", describePaths(opts.paths), step)
 		}
 	}
+	// Each export is tried; one failing does not stop the others.
+	var errs []error
+	if opts.perfetto != "" {
+		if err := writeFileAtomic(opts.perfetto, func(w io.Writer) error { return report.WritePerfetto(w, t) }); err != nil {
+			errs = append(errs, err)
+		} else {
+			fmt.Fprintf(opts.stdout, "Chrome trace:  %s\n", opts.perfetto)
+		}
+	}
+	if opts.parquet != "" {
+		if err := report.WriteParquet(opts.parquet, t); err != nil {
+			errs = append(errs, err)
+		} else {
+			fmt.Fprintf(opts.stdout, "Parquet:       %s\n", opts.parquet)
+		}
+	}
 	if opts.pprof != "" {
 		if err := writeFileAtomic(opts.pprof, func(w io.Writer) error {
 			return report.WritePprof(w, t, analyze.Options{Step: analyze.AllSteps})
 		}); err != nil {
-			return err
+			errs = append(errs, err)
+		} else {
+			fmt.Fprintf(opts.stdout, "pprof profile: %s\n", opts.pprof)
 		}
-		fmt.Fprintf(opts.stdout, "pprof profile: %s\n", opts.pprof)
 	}
-	if opts.perfetto != "" {
-		if err := writeFileAtomic(opts.perfetto, func(w io.Writer) error { return report.WritePerfetto(w, t) }); err != nil {
-			return err
-		}
-		fmt.Fprintf(opts.stdout, "Chrome trace:  %s\n", opts.perfetto)
-	}
-	if opts.parquet != "" {
-		if err := report.WriteParquet(opts.parquet, t); err != nil {
-			return err
-		}
-		fmt.Fprintf(opts.stdout, "Parquet:       %s\n", opts.parquet)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // stepRows returns the rows of t in step, with t's metadata.
