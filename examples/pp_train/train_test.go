@@ -413,4 +413,3 @@ func allPending(dir string) bool {
 	}
 	return true
 }
-
