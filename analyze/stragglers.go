@@ -117,74 +117,112 @@ func opDur(t *trace.Trace, i int) int64 { return max(t.EndNs[i]-t.StartNs[i], 0)
 
 // newOpGroups computes the typical durations over ix's replayable windows.
 func newOpGroups(ix *index) *opGroups {
+	if ix.groups != nil {
+		return ix.groups
+	}
 	t := ix.t
 	g := &opGroups{p: ix.p, v: 1}
-	for _, w := range ix.windows {
-		if !replayable(w) {
-			continue
+	// 1. v, then per window and group the op counts (windows in parallel).
+	vs := make([]int, workers(len(ix.windows)))
+	forEach(len(ix.windows), func(w, k int) {
+		if !replayable(ix.windows[k]) {
+			return
 		}
-		for _, i := range w.rows {
+		for _, i := range ix.windows[k].rows {
 			if c := t.Chunk[i]; t.Kind[i].IsCompute() && c >= 0 && c < maxChunks {
-				g.v = max(g.v, int(c)+1)
+				vs[w] = max(vs[w], int(c)+1)
 			}
 		}
+	})
+	for _, v := range vs {
+		g.v = max(g.v, v)
 	}
 	ng := g.p * g.v * 3
 	g.n, g.median, g.mad = make([]int, ng), make([]float64, ng), make([]float64, ng)
 	g.perToken, g.rate, g.rateMAD = make([]bool, ng), make([]float64, ng), make([]float64, ng)
-	for x := range g.perToken {
-		g.perToken[x] = true
+	counts := make([][]int, len(ix.windows)) // [window][group]; nil when not replayable
+	noTokens := make([][]bool, workers(len(ix.windows)))
+	for w := range noTokens {
+		noTokens[w] = make([]bool, ng)
 	}
-	// 1. Count, then lay every group's samples out in one slice (CSR).
-	for _, w := range ix.windows {
-		if !replayable(w) {
-			continue
+	forEach(len(ix.windows), func(w, k int) {
+		if !replayable(ix.windows[k]) {
+			return
 		}
-		for _, i := range w.rows {
+		cnt := make([]int, ng)
+		for _, i := range ix.windows[k].rows {
 			if x := g.group(t, i); x >= 0 {
-				g.n[x]++
+				cnt[x]++
 				if t.Tokens[i] <= 0 {
-					g.perToken[x] = false
+					noTokens[w][x] = true
 				}
 			}
 		}
+		counts[k] = cnt
+	})
+	for x := range g.perToken {
+		g.perToken[x] = true
+		for w := range noTokens {
+			if noTokens[w][x] {
+				g.perToken[x] = false
+			}
+		}
 	}
+	// 2. Each window's ops fill their own slots of each group, in window
+	// order: the layout a serial pass gives.
 	off := make([]int, ng+1)
+	for _, cnt := range counts {
+		for x, c := range cnt {
+			g.n[x] += c
+		}
+	}
 	for x := range ng {
 		off[x+1] = off[x] + g.n[x]
 	}
-	durs := make([]float64, off[ng])
-	rates := make([]float64, off[ng])
 	fill := slices.Clone(off[:ng])
-	for _, w := range ix.windows {
-		if !replayable(w) {
+	at := make([][]int, len(ix.windows)) // [window][group]: first slot
+	for k, cnt := range counts {
+		if cnt == nil {
 			continue
 		}
-		for _, i := range w.rows {
+		at[k] = slices.Clone(fill)
+		for x, c := range cnt {
+			fill[x] += c
+		}
+	}
+	durs := make([]float64, off[ng])
+	rates := make([]float64, off[ng])
+	forEach(len(ix.windows), func(_, k int) {
+		pos := at[k]
+		if pos == nil {
+			return
+		}
+		for _, i := range ix.windows[k].rows {
 			x := g.group(t, i)
 			if x < 0 {
 				continue
 			}
 			d := float64(opDur(t, i))
-			durs[fill[x]] = d
+			durs[pos[x]] = d
 			if g.perToken[x] {
-				rates[fill[x]] = d / float64(t.Tokens[i])
+				rates[pos[x]] = d / float64(t.Tokens[i])
 			}
-			fill[x]++
+			pos[x]++
 		}
-	}
-	// 2. Median and MAD of each group.
-	var dev []float64
-	for x := range ng {
+	})
+	// 3. The statistics, one group at a time, groups in parallel.
+	devs := make([][]float64, workers(ng))
+	forEach(ng, func(w, x int) {
 		if g.n[x] == 0 {
 			g.perToken[x] = false
-			continue
+			return
 		}
-		g.median[x], g.mad[x], dev = medianMAD(durs[off[x]:off[x+1]], dev)
+		g.median[x], g.mad[x], devs[w] = medianMAD(durs[off[x]:off[x+1]], devs[w])
 		if g.perToken[x] {
-			g.rate[x], g.rateMAD[x], dev = medianMAD(rates[off[x]:off[x+1]], dev)
+			g.rate[x], g.rateMAD[x], devs[w] = medianMAD(rates[off[x]:off[x+1]], devs[w])
 		}
-	}
+	})
+	ix.groups = g
 	return g
 }
 
@@ -414,9 +452,13 @@ func stragglersFindings(_ *index, rep *Report) []Finding {
 		if s.Class == StragglerLongSequence {
 			why = fmt.Sprintf("%.1fx the typical %.3g ms, explained by its %d tokens", s.DurMs/s.TypicalMs, s.TypicalMs, s.Tokens)
 		}
+		chunk := ""
+		if rep.Job.Virtual > 1 || s.Chunk > 0 {
+			chunk = fmt.Sprintf(" (chunk %d)", s.Chunk)
+		}
 		out = append(out, Finding{Severity: sev, Code: CodeStraggler, ImpactMs: s.DelayMs,
-			Message: fmt.Sprintf("step %d, pipeline %d, stage %d (rank %d): %s of micro-batch %d took %.3g ms, %s; it delayed the step by %.3g ms",
-				s.Step, s.Pipeline, s.Stage, s.Rank, s.Kind, s.MicroBatch, s.DurMs, why, s.DelayMs)})
+			Message: fmt.Sprintf("step %d, pipeline %d, stage %d (rank %d): %s of micro-batch %d%s took %.3g ms, %s; it delayed the step by %.3g ms",
+				s.Step, s.Pipeline, s.Stage, s.Rank, s.Kind, s.MicroBatch, chunk, s.DurMs, why, s.DelayMs)})
 	}
 	return out
 }
