@@ -167,6 +167,12 @@ func (g *stepGraph) makespan() int64 {
 	return e - s
 }
 
+// maxScheduleActions bounds p x m x v of a schedule the what-if builds (a
+// schedule has about 6 actions per (stage, micro-batch, chunk)); the trace's
+// own row count bounds it too, so metadata cannot make it build more than
+// the trace holds.
+const maxScheduleActions = 1 << 22
+
 // costs are per-stage compute costs of a new schedule, ns: per (stage,
 // chunk, kind).
 type costs map[sampleKey]float64
@@ -192,6 +198,9 @@ func (st *whatIfStats) stageTotal(stage int32, k trace.Kind) float64 {
 // returns the predicted step (its makespan plus the measured overhead
 // outside the pipeline window), ms.
 func (st *whatIfStats) predictSchedule(name string, m, v int, c costs, sizeFactor float64) (float64, error) {
+	if n := int64(st.p) * int64(m) * int64(v); n > maxScheduleActions || n > st.rows {
+		return 0, fmt.Errorf("%d stages x %d micro-batches x %d chunks: too large a schedule to build from this trace", st.p, m, v)
+	}
 	s, err := schedule.New(name, st.p, m, v)
 	if err != nil {
 		return 0, err
@@ -225,11 +234,9 @@ func (st *whatIfStats) schedules(wi *WhatIf) []Scenario {
 	}
 	// The current schedule with the same median costs, for reference.
 	cur := costs{}
-	for s := range int32(p) {
-		for c := range int32(st.v) {
-			for _, k := range []trace.Kind{trace.F, trace.B, trace.W} {
-				cur[sampleKey{-1, s, c, k}] = st.med(s, c, k)
-			}
+	for k, x := range st.chunk {
+		if k.kind.IsCompute() {
+			cur[k] = x
 		}
 	}
 	ref := ""

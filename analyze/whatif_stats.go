@@ -29,18 +29,22 @@ type whatIfStats struct {
 	xferPerSt float64            // transfers per step
 	xferMed   float64            // median transfer, ns
 	ranksOf   map[[2]int32][]int // (pipeline, stage) -> global ranks
+	rows      int64              // rows of the trace: a bound on schedules to build
 }
 
 // newWhatIfStats gathers the samples of the replayed steps ok.
 func newWhatIfStats(ix *index, ok []*stepBase) *whatIfStats {
 	st := &whatIfStats{p: ix.p, v: 1, steps: len(ok), worker: map[sampleKey]float64{}, workerN: map[sampleKey]int{},
-		chunk: map[sampleKey]float64{}, stage: map[sampleKey]float64{}, ranksOf: map[[2]int32][]int{}}
+		chunk: map[sampleKey]float64{}, stage: map[sampleKey]float64{}, ranksOf: map[[2]int32][]int{}, rows: int64(ix.t.Len())}
 	byKey := map[sampleKey][]float64{}
 	var xs []xferSample
 	var over []float64
 	pipes := map[int32]bool{}
 	for _, s := range ok {
 		for _, x := range s.samples {
+			if x.key.chunk < 0 || x.key.chunk >= maxChunks {
+				continue // bad input: no schedule has such a chunk
+			}
 			byKey[x.key] = append(byKey[x.key], float64(x.durNs))
 			pipes[x.key.pipeline] = true
 			if x.key.kind == trace.W {
@@ -245,14 +249,15 @@ func (st *whatIfStats) slowestWorker() (slowWorker, bool) {
 		return slowWorker{}, false
 	}
 	best := slowWorker{factor: -1}
+	byWorker := map[[2]int32][]sampleKey{}
+	for _, k := range st.keys {
+		byWorker[[2]int32{k.pipeline, k.stage}] = append(byWorker[[2]int32{k.pipeline, k.stage}], k)
+	}
 	for _, pipe := range st.replicas {
 		for s := range int32(st.p) {
 			w := slowWorker{pipeline: pipe, stage: s, scale: map[[2]int32]float64{}}
 			var mine, peers, mineC, peersC, mineL, peersL float64
-			for _, k := range st.keys {
-				if k.pipeline != pipe || k.stage != s {
-					continue
-				}
+			for _, k := range byWorker[[2]int32{pipe, s}] {
 				med := st.worker[k]
 				var ps []float64
 				for _, q := range st.replicas {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
 )
 
 // scenarioOf runs the what-if of tr and returns the named scenario.
@@ -218,5 +219,66 @@ func TestWhatIfOptions(t *testing.T) {
 		if sc.Name == ScenarioBalanced && !near(sc.StepMs, wi.StepMs) {
 			t.Errorf("uniform stages: balanced %v ms, measured %v", sc.StepMs, wi.StepMs)
 		}
+	}
+}
+
+// TestWhatIfWeird: odd traces give an answer or an error, never a panic
+// or a runaway build: unmatched P2P, chunk ids no schedule has, metadata
+// claiming far more micro-batches than the trace holds (100000: Run's
+// theoretical bubble builds that schedule itself, so a billion would stop
+// there), a crash in one step (the others are still replayed).
+func TestWhatIfWeird(t *testing.T) {
+	skip := trace.MustKind("OPT_SKIP")
+	cases := map[string][]handOp{
+		"only unmatched P2P": {{0, trace.SendF, 0, 1, 0, 0, 5}, {1, trace.RecvB, 0, 0, 0, 0, 5}},
+		"end before start":   {{0, trace.F, 0, -1, 0, 10, 5}, {1, trace.F, 0, -1, 0, 5, 20}},
+		"zero durations":     {{0, trace.F, 0, -1, 0, 0, 0}, {0, trace.B, 0, -1, 0, 0, 0}, {1, trace.F, 0, -1, 0, 0, 0}},
+		"other kinds only":   {{0, trace.Opt, -1, -1, 0, 0, 5}, {1, skip, -1, -1, 0, 0, 0}},
+		"single op":          {{0, trace.W, 3, -1, 0, 0, 7}},
+		"recv before send":   {{0, trace.RecvF, 0, 1, 0, 0, 1}, {1, trace.SendF, 0, 0, 0, 0, 1}},
+	}
+	checked := 0
+	for name, ops := range cases {
+		for _, huge := range []bool{false, true} {
+			tr := handTrace(ops)
+			tr.Meta.Schedule, tr.Meta.PP, tr.Meta.MicroBatches = "1f1b", 2, 1
+			if huge {
+				tr.Meta.MicroBatches = 100_000
+				tr.Chunk[0] = 1 << 30
+			}
+			wi, err := RunWhatIf(tr, WhatIfOptions{Step: AllSteps})
+			if err != nil {
+				continue
+			}
+			for _, sc := range wi.Scenarios {
+				if math.IsNaN(sc.StepMs) || math.IsInf(sc.StepMs, 0) || sc.StepMs < 0 {
+					t.Errorf("%s (huge %v): %+v", name, huge, sc)
+				}
+				if huge && sc.Name == ScenarioDoubleMicroBatches {
+					checked++
+					if sc.Available || !strings.Contains(sc.Detail, "too large") {
+						t.Errorf("%s: 100000 micro-batches in the metadata: %+v", name, sc)
+					}
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Errorf("no odd trace got as far as the schedule scenarios")
+	}
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 3, MicroBatches: 4, Steps: 3,
+		Faults: []sim.Fault{{Kind: sim.FaultCrash, Rank: 1, Step: 2, MicroBatch: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wi, err := RunWhatIf(tr, WhatIfOptions{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wi.Steps != 2 || wi.SkippedSteps != 1 || !strings.Contains(wi.SkipReason, "never ended") {
+		t.Errorf("steps %d, skipped %d (%s)", wi.Steps, wi.SkippedSteps, wi.SkipReason)
+	}
+	if _, err := RunWhatIf(tr, WhatIfOptions{Step: 2}); err == nil {
+		t.Errorf("the crashed step alone: no error")
 	}
 }
