@@ -1,8 +1,11 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -107,9 +110,6 @@ type gRank struct {
 	ops                   []gOp
 }
 
-// graphTimes is a node's replayed times, ns.
-type graphTimes struct{ s, e int64 }
-
 // newStepGraph builds the graph of ranks' programs. joins is the number of
 // join ids used. measured says the ops carry measured times, from which
 // durations, delays and the ranks' begin times are derived; otherwise each
@@ -185,9 +185,13 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 		}
 	}
 
-	// 2. NCCL matching per ordered rank pair.
-	for k, ss := range sends {
-		rs := recvs[k]
+	// 2. NCCL matching per ordered rank pair (in pair order, so that the
+	// first error is always the same one).
+	pairs := slices.SortedFunc(maps.Keys(sends), func(a, b pairKey) int {
+		return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst))
+	})
+	for _, k := range pairs {
+		ss, rs := sends[k], recvs[k]
 		if len(rs) != len(ss) {
 			return nil, fmt.Errorf("step %d: rank %d sends %d ops to rank %d, which receives %d",
 				step, ranks[k.src].rank, len(ss), ranks[k.dst].rank, len(rs))
@@ -196,8 +200,10 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 			g.other[ss[i]], g.other[rs[i]] = rs[i], ss[i]
 		}
 	}
-	for k, rs := range recvs {
-		if _, ok := sends[k]; !ok {
+	for _, k := range slices.SortedFunc(maps.Keys(recvs), func(a, b pairKey) int {
+		return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst))
+	}) {
+		if rs := recvs[k]; sends[k] == nil {
 			return nil, fmt.Errorf("step %d: rank %d receives %d ops from rank %d, which sends none",
 				step, ranks[k.dst].rank, len(rs), ranks[k.src].rank)
 		}

@@ -46,7 +46,8 @@
 // B costs BwdMs and W WgradMs; the others fold WgradMs into B. EmbedMs and
 // LossMs add to the forward of the first and last virtual stage. A compute
 // duration is nominal * SlowFactor (on SlowStage) * matching straggler
-// factors * jitter, where nominal scales with the micro-batch's sequence
+// factors * matching SlowRanks factors (one stage of one replica,
+// slowrank.go) * jitter, where nominal scales with the micro-batch's sequence
 // length over SeqLen (VarSeqLen). Durations are rounded to whole ns.
 // Random draws come from math/rand seeded with Seed, made up front in a
 // fixed order, so a Config always yields the same trace.
