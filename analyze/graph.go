@@ -61,6 +61,10 @@ type stepGraph struct {
 	base  []int64 // the rank's begin time for its first op; trace.NoTime otherwise
 	meas  []int64 // measured (or given) durations, ns
 	delay []int64 // launch delays, ns (>= 0)
+	// fromArrival marks a join whose trace row starts at the rank's arrival
+	// (a real collective's timer) rather than at the barrier (the
+	// simulator's OPT); rowTimes follows the trace.
+	fromArrival []bool
 	// Extra in-edges, CSR: an arrival's completed sends (their receives), a
 	// barrier's arrivals.
 	extraOff []int32
@@ -132,6 +136,7 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 	g.row, g.owner, g.stage, g.chunk, g.mb = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 	g.opIdx, g.prev, g.other = make([]int32, n), make([]int32, n), make([]int32, n)
 	g.base, g.meas, g.delay = make([]int64, n), make([]int64, n), make([]int64, n)
+	g.fromArrival = make([]bool, n)
 	opNode := make([][]int32, len(ranks)) // [rank][op] -> the node holding the op (the join for a join)
 	barrier := func(j int32) int32 { return int32(n-joins) + j }
 	type pairKey struct{ src, dst int32 }
@@ -388,6 +393,7 @@ func (g *stepGraph) measure() {
 			b := em[g.other[v]]
 			sm[v], em[v] = b, max(o.end, b)
 			g.meas[v] = max(o.end-b, 0)
+			g.fromArrival[v] = o.start < b
 			continue
 		}
 		if g.prev[v] < 0 {
@@ -478,8 +484,9 @@ func (g *stepGraph) run(dur, delay []int64) (startNs, endNs int64) {
 // rowTimes returns the replayed start and end of the trace row node v
 // stands for, as the trace would record them: a send's row spans its
 // transfer (from the later post to the receive's end), a join's from the
-// barrier to its end; ok is false for arrivals and barriers, which are no
-// row.
+// barrier to its end, or from the rank's arrival when the trace's row
+// starts there (fromArrival); ok is false for arrivals and barriers, which
+// are no row.
 func (g *stepGraph) rowTimes(v int32) (s, e int64, ok bool) {
 	switch g.class[v] {
 	case ncArrive, ncBarrier:
@@ -487,6 +494,10 @@ func (g *stepGraph) rowTimes(v int32) (s, e int64, ok bool) {
 	case ncSend:
 		r := g.other[v]
 		return g.s[r], g.e[r], true
+	case ncJoin:
+		if g.fromArrival[v] {
+			return g.s[v-1], g.e[v], true // v-1 is its arrival
+		}
 	}
 	return g.s[v], g.e[v], true
 }

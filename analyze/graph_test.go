@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ppprof/ppprof/sim"
@@ -156,5 +157,74 @@ func TestGraphErrors(t *testing.T) {
 				t.Errorf("%s: no error", tc.name)
 			}
 		})
+	}
+}
+
+// TestGraphJoins: collectives join their group. Two replicas of one stage
+// each run F then an ALL_REDUCE of group "dp" (by group_seq) and a
+// Megatron grads-reduce-scatter (no group: the DP group is implied); rank
+// 1's F is 4 ms longer, so rank 0 waits for it. The trace is reproduced
+// (rows of the real collectives start at the rank's arrival), and re-timed
+// with rank 1's F 4 ms shorter, rank 0 ends at 4 ms instead of 8. Without
+// its group the ALL_REDUCE occupies its rank alone (rank 0 runs it at once)
+// and the reduce-scatter still waits.
+func TestGraphJoins(t *testing.T) {
+	rs := trace.MustKind("grads-reduce-scatter")
+	build := func(group string) *trace.Trace {
+		tr := &trace.Trace{Meta: trace.Meta{Schema: 1}}
+		for r := range 2 {
+			fEnd := int64(1+4*r) * ms
+			rows := []trace.Event{
+				{Kind: trace.F, StartNs: 0, EndNs: fEnd},
+				{Kind: trace.AllReduce, StartNs: fEnd, EndNs: 5*ms + 2*ms, Group: group, GroupSeq: 0},
+				{Kind: rs, StartNs: 7 * ms, EndNs: 8 * ms, GroupSeq: trace.NoGroupSeq},
+			}
+			if group == "" { // the ALL_REDUCE alone; the reduce-scatter still joins
+				rows[1].EndNs = fEnd + 2*ms
+				rows[2].StartNs = fEnd + 2*ms
+				rows[1].GroupSeq = trace.NoGroupSeq
+			}
+			for k, e := range rows {
+				e.Rank, e.Pipeline, e.Seq, e.IssueNs, e.Peer = trace.Rank(r), int32(r), int64(k), e.StartNs, trace.NoRank
+				e.MicroBatch = -1
+				if e.Kind == trace.F {
+					e.MicroBatch = 0
+				}
+				tr.Append(e)
+			}
+		}
+		return tr
+	}
+	for _, tc := range []struct {
+		group string
+		end0  int64 // rank 0's last end after the change, ns
+	}{{"dp", 4 * ms}, {"", 4 * ms}} {
+		tr := build(tc.group)
+		g := graphsOf(t, tr)[0]
+		s, e := g.run(g.meas, g.delay)
+		for v := range int32(g.numNodes()) {
+			if rs, re, ok := g.rowTimes(v); ok && (rs != tr.StartNs[g.row[v]] || re != tr.EndNs[g.row[v]]) {
+				t.Fatalf("group %q: row %d replayed [%d, %d], trace [%d, %d]", tc.group, g.row[v], rs, re, tr.StartNs[g.row[v]], tr.EndNs[g.row[v]])
+			}
+		}
+		if s != 0 || e != 8*ms {
+			t.Fatalf("group %q: span [%d, %d]", tc.group, s, e)
+		}
+		dur := slices.Clone(g.meas)
+		var end0 int64
+		for v := range dur {
+			if g.kind[v] == trace.F && g.ranks[g.owner[v]].rank == 1 {
+				dur[v] -= 4 * ms
+			}
+		}
+		g.run(dur, g.delay)
+		for v := range int32(g.numNodes()) {
+			if _, re, ok := g.rowTimes(v); ok && g.ranks[g.owner[v]].rank == 0 {
+				end0 = max(end0, re)
+			}
+		}
+		if end0 != tc.end0 {
+			t.Errorf("group %q: rank 0 ends at %d ns, want %d", tc.group, end0, tc.end0)
+		}
 	}
 }
