@@ -3,8 +3,10 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/ppprof/ppprof/schedule"
@@ -150,7 +152,7 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	rep := &Report{Job: jobOf(t, ix.p)}
 	rep.Job.Steps = countSteps(ix.windows)
 	measureFactors(ix, rep)
-	rep.StepMs, rep.StepMsWorst = stepTimes(t, ix.windows)
+	rep.StepMs, rep.StepMsWorst = stepTimes(ix.windows)
 	rep.Stages = stageSummaries(ix, rep)
 	analyzeStats(ix, rep)
 	for i := range rep.Stages {
@@ -160,9 +162,10 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	analyzeP2P(ix, rep)
 	analyzeConformance(ix, rep)
 	rep.Bubble.Theoretical = theoretical(ix, rep)
-	analyzeImbalance(ix, rep)
+	// Imbalance and the gap attribution re-time every window: one replay
+	// per window serves both.
+	runReplayPasses(ix, imbalancePass(ix, rep), gapPass(ix, rep))
 	analyzeStragglers(ix, rep)
-	attributeGap(ix, rep)
 	rep.Findings = rankFindings(append(rep.Findings, collectFindings(ix, rep)...))
 	return rep, nil
 }
@@ -173,12 +176,17 @@ type index struct {
 	p        int       // stages
 	windows  []*window // (step, pipeline) groups in step, pipeline order
 	complete int       // windows whose events all ended
+	groups   *opGroups // newOpGroups' result, made once
 }
 
 func newIndex(t *trace.Trace, opt Options) *index {
 	ix := &index{t: t, p: stageCount(t), windows: groupWindows(t, opt)}
+	scratch := make([]measureScratch, workers(len(ix.windows)))
+	forEach(len(ix.windows), func(w, k int) {
+		g := ix.windows[k]
+		g.measured, g.idle = measureWindow(t, g, ix.p, &scratch[w])
+	})
 	for _, g := range ix.windows {
-		g.measured, g.idle = measureWindow(t, g, ix.p)
 		if g.measured.Complete && g.measured.EndNs > g.measured.StartNs {
 			ix.complete++
 		}
@@ -323,37 +331,67 @@ type window struct {
 	rows     []int // row indices, in trace order (rank, seq)
 	measured StepWindow
 	idle     idleParts
+	// spanS and spanE are the earliest start and latest end of any row of
+	// the window, every kind included (MaxInt64 and MinInt64 when none).
+	spanS, spanE int64
 }
 
+// groupWindows groups the rows of t by (step, pipeline), keeping only
+// opt.Step unless it is AllSteps, and returns the groups in step, pipeline
+// order, each with its rows in trace order.
+//
+// Rows come in runs of one (step, pipeline) (a trace in (rank, seq) order
+// has one run per rank and step), so a group is looked up once per run, not
+// once per row; every group's rows share one backing array.
 func groupWindows(t *trace.Trace, opt Options) []*window {
 	type key struct {
 		step int64
 		pipe int32
 	}
-	byKey := map[key]*window{}
-	for i := 0; i < t.Len(); i++ {
-		if opt.Step >= 0 && t.Step[i] != opt.Step {
-			continue
+	type run struct{ lo, hi, win int }
+	byKey := map[key]int{}
+	var wins []*window
+	var runs []run
+	var sizes []int
+	total := 0
+	steps, pipes := t.Step, t.Pipeline
+	for lo, n := 0, t.Len(); lo < n; {
+		st, pp := steps[lo], pipes[lo]
+		hi := lo + 1
+		for hi < n && steps[hi] == st && pipes[hi] == pp {
+			hi++
 		}
-		k := key{t.Step[i], t.Pipeline[i]}
-		g := byKey[k]
-		if g == nil {
-			g = &window{step: k.step, pipeline: k.pipe}
-			byKey[k] = g
+		if opt.Step < 0 || st == opt.Step {
+			k := key{st, pp}
+			id, ok := byKey[k]
+			if !ok {
+				id = len(wins)
+				byKey[k] = id
+				wins = append(wins, &window{step: st, pipeline: pp})
+				sizes = append(sizes, 0)
+			}
+			runs = append(runs, run{lo, hi, id})
+			sizes[id] += hi - lo
+			total += hi - lo
 		}
-		g.rows = append(g.rows, i)
+		lo = hi
 	}
-	out := make([]*window, 0, len(byKey))
-	for _, g := range byKey {
-		out = append(out, g)
+	all := make([]int, total)
+	off := 0
+	for id, g := range wins {
+		g.rows = all[off : off : off+sizes[id]]
+		off += sizes[id]
 	}
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].step != out[b].step {
-			return out[a].step < out[b].step
+	for _, r := range runs {
+		g := wins[r.win]
+		for i := r.lo; i < r.hi; i++ {
+			g.rows = append(g.rows, i)
 		}
-		return out[a].pipeline < out[b].pipeline
+	}
+	slices.SortFunc(wins, func(a, b *window) int {
+		return cmp.Or(cmp.Compare(a.step, b.step), cmp.Compare(a.pipeline, b.pipeline))
 	})
-	return out
+	return wins
 }
 
 func countSteps(groups []*window) int {
@@ -372,30 +410,52 @@ func inPipeline(k trace.Kind) bool { return k.IsCompute() || k.IsP2P() }
 
 type idleParts struct{ warmup, cooldown, steady float64 }
 
+// measureScratch holds the buffers measureWindow reuses between windows.
+type measureScratch struct {
+	compute [][]interval // per stage
+	union   unionScratch
+}
+
 // measureWindow computes the window, per-stage busy time and the idle split
-// of one (step, pipeline).
-func measureWindow(t *trace.Trace, g *window, p int) (StepWindow, idleParts) {
+// of one (step, pipeline), and sets g.spanS and g.spanE.
+func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWindow, idleParts) {
 	w := StepWindow{Step: g.step, Pipeline: g.pipeline, StartNs: math.MaxInt64, EndNs: math.MinInt64, Complete: true, BusyNs: make([]int64, p)}
-	compute := make([][]interval, p)
+	if len(sc.compute) < p {
+		sc.compute = make([][]interval, p)
+	}
+	compute := sc.compute[:p]
+	for st := range compute {
+		compute[st] = compute[st][:0]
+	}
+	spanS, spanE := int64(math.MaxInt64), int64(math.MinInt64)
+	kinds, starts, ends, stages := t.Kind, t.StartNs, t.EndNs, t.Stage
 	for _, i := range g.rows {
-		if !inPipeline(t.Kind[i]) {
-			if t.EndNs[i] == trace.NoTime {
+		s, e := starts[i], ends[i]
+		if s != trace.NoTime {
+			spanS = min(spanS, s)
+		}
+		if e != trace.NoTime {
+			spanE = max(spanE, e)
+		}
+		k := kinds[i]
+		if !inPipeline(k) {
+			if e == trace.NoTime {
 				w.Complete = false
 			}
 			continue
 		}
-		s, e := t.StartNs[i], t.EndNs[i]
 		if e == trace.NoTime {
 			w.Complete = false
 			continue
 		}
 		w.StartNs = min(w.StartNs, s)
 		w.EndNs = max(w.EndNs, e)
-		if t.Kind[i].IsCompute() {
-			st := t.Stage[i]
+		if k.IsCompute() {
+			st := stages[i]
 			compute[st] = append(compute[st], interval{s, e})
 		}
 	}
+	g.spanS, g.spanE = spanS, spanE
 	var parts idleParts
 	if w.StartNs > w.EndNs {
 		w.StartNs, w.EndNs, w.Complete = 0, 0, false
@@ -404,7 +464,7 @@ func measureWindow(t *trace.Trace, g *window, p int) (StepWindow, idleParts) {
 	T := float64(w.EndNs - w.StartNs)
 	var max, sum float64
 	for st := 0; st < p; st++ {
-		u := union(compute[st])
+		u := unionRuns(compute[st], &sc.union)
 		var busy int64
 		for _, iv := range u {
 			busy += iv.e - iv.s
@@ -433,31 +493,17 @@ func measureWindow(t *trace.Trace, g *window, p int) (StepWindow, idleParts) {
 
 // stepTimes returns the median and the worst over steps of the time from the
 // step's first start to its last end, every kind and pipeline included.
-func stepTimes(t *trace.Trace, groups []*window) (medianMs, worstMs float64) {
-	type span struct{ s, e int64 }
-	bySteps := map[int64]*span{}
-	var order []int64
-	for _, g := range groups {
-		sp := bySteps[g.step]
-		if sp == nil {
-			sp = &span{math.MaxInt64, math.MinInt64}
-			bySteps[g.step] = sp
-			order = append(order, g.step)
-		}
-		for _, i := range g.rows {
-			if t.StartNs[i] != trace.NoTime {
-				sp.s = min(sp.s, t.StartNs[i])
-			}
-			if t.EndNs[i] != trace.NoTime {
-				sp.e = max(sp.e, t.EndNs[i])
-			}
-		}
-	}
+func stepTimes(groups []*window) (medianMs, worstMs float64) {
 	var ms []float64
-	for _, st := range order {
-		sp := bySteps[st]
-		if sp.e >= sp.s {
-			ms = append(ms, float64(sp.e-sp.s)/1e6)
+	for lo := 0; lo < len(groups); {
+		s, e := int64(math.MaxInt64), int64(math.MinInt64)
+		hi := lo
+		for ; hi < len(groups) && groups[hi].step == groups[lo].step; hi++ {
+			s, e = min(s, groups[hi].spanS), max(e, groups[hi].spanE)
+		}
+		lo = hi
+		if e >= s {
+			ms = append(ms, float64(e-s)/1e6)
 		}
 	}
 	for _, x := range ms {

@@ -522,7 +522,8 @@ func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
 		}
 		cands = append(cands, c)
 	}
-	var sc conformanceScratch
+	// Build every candidate's schedules first (the windows' m values), so
+	// the windows can be compared in parallel against read-only tables.
 	compared := false
 	for _, cw := range cs.wins {
 		if cw.m == 0 {
@@ -530,30 +531,71 @@ func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
 		}
 		compared = true
 		for _, c := range cands {
+			if !c.invalid && c.sched(cs.p, cw.m) == nil {
+				c.invalid = true
+			}
+		}
+	}
+	// Per window and candidate: counts, and the first deviations of each
+	// rank (a rank appears once in a window). They are added up in window
+	// order, so the per-rank cap keeps the same deviations as a serial pass.
+	type candWindow struct {
+		res  conformanceResult
+		devN int
+		devs []Deviation
+	}
+	per := make([][]candWindow, len(cs.wins))
+	scs := make([]conformanceScratch, workers(len(cs.wins)))
+	forEach(len(cs.wins), func(w, wi int) {
+		cw := &cs.wins[wi]
+		if cw.m == 0 {
+			return
+		}
+		out := make([]candWindow, len(cands))
+		for ci, c := range cands {
 			if c.invalid {
 				continue
 			}
-			s := c.sched(cs.p, cw.m)
-			if s == nil {
-				c.invalid = true
-				continue
-			}
+			s := c.scheds[cw.m]
+			cr := &out[ci]
 			for k := range cw.ranks {
 				r := &cw.ranks[k]
+				shown := 0
 				dev := func(index, row int, want schedule.Action) {
-					c.devN++
-					if c.perRank[r.rank] >= MaxDeviationsPerRank {
+					cr.devN++
+					if shown >= MaxDeviationsPerRank {
 						return
 					}
-					c.perRank[r.rank]++
-					c.devs = append(c.devs, Deviation{Step: cw.g.step, Rank: int(r.rank), Stage: r.stage,
+					shown++
+					cr.devs = append(cr.devs, Deviation{Step: cw.g.step, Rank: int(r.rank), Stage: r.stage,
 						Index: index, Want: want.String(), Got: conformanceOp(cs.t, row)})
 				}
-				res := sc.compare(cs.t, r, s, dev)
-				c.matched += res.matched
-				c.extra += res.extra
-				c.missing += res.missing
-				c.outOfOrder += res.outOfOrder
+				res := scs[w].compare(cs.t, r, s, dev)
+				cr.res.matched += res.matched
+				cr.res.extra += res.extra
+				cr.res.missing += res.missing
+				cr.res.outOfOrder += res.outOfOrder
+			}
+		}
+		per[wi] = out
+	})
+	for _, out := range per {
+		for ci, cr := range out {
+			c := cands[ci]
+			if c.invalid {
+				continue
+			}
+			c.matched += cr.res.matched
+			c.extra += cr.res.extra
+			c.missing += cr.res.missing
+			c.outOfOrder += cr.res.outOfOrder
+			c.devN += cr.devN
+			for _, d := range cr.devs {
+				if c.perRank[trace.Rank(d.Rank)] >= MaxDeviationsPerRank {
+					continue
+				}
+				c.perRank[trace.Rank(d.Rank)]++
+				c.devs = append(c.devs, d)
 			}
 		}
 	}
@@ -585,134 +627,181 @@ func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
 
 // conformanceViolations collects violations with the per-code cap.
 type conformanceViolations struct {
-	out   *Conformance
-	shown map[string]int
+	count  int
+	counts map[string]int
+	kept   []Violation // the first MaxViolationsPerCode of each code, in the order added
+	shown  map[string]int
+}
+
+func newConformanceViolations() *conformanceViolations {
+	return &conformanceViolations{counts: map[string]int{}, shown: map[string]int{}}
 }
 
 func (cv *conformanceViolations) add(v Violation) {
-	cv.out.ViolationCount++
-	cv.out.ViolationCounts[v.Code]++
+	cv.count++
+	cv.counts[v.Code]++
 	if cv.shown[v.Code] >= MaxViolationsPerCode {
 		return
 	}
 	cv.shown[v.Code]++
-	cv.out.Violations = append(cv.out.Violations, v)
+	cv.kept = append(cv.kept, v)
+}
+
+// merge adds the violations of o after those of cv, as if they had been
+// added to cv one by one.
+func (cv *conformanceViolations) merge(o *conformanceViolations) {
+	cv.count += o.count
+	for code, n := range o.counts {
+		cv.counts[code] += n
+	}
+	for _, v := range o.kept {
+		if cv.shown[v.Code] < MaxViolationsPerCode {
+			cv.shown[v.Code]++
+			cv.kept = append(cv.kept, v)
+		}
+	}
 }
 
 // checkSync is step 3: the synchronous-training rules of Violation, window
 // by window, then the optimizer decision step by step.
 func (cs *conformanceState) checkSync(out *Conformance, best *conformanceCand) {
-	t := cs.t
-	cv := &conformanceViolations{out: out, shown: map[string]int{}}
-	var cnt []int32
-	var seenF []bool
-	for _, cw := range cs.wins {
-		g := cw.g
-		cs.checkFBeforeOpt(cv, cw)
-		if cw.m == 0 {
-			continue
-		}
-		var sched *conformanceSched
-		if best != nil {
-			sched = best.scheds[cw.m]
-		}
-		if cap(cnt) < cw.labels {
-			cnt = make([]int32, cw.labels)
-		}
-		cnt = cnt[:cw.labels]
-		if n := cs.p * cw.m; cap(seenF) < n {
-			seenF = make([]bool, n)
-		}
-		seenF = seenF[:cs.p*cw.m]
-		clear(seenF)
-		stageState := make([]int8, cs.p) // 0: no rank, 1: all finished, -1: some did not
-		kinds := []trace.Kind{trace.F, trace.B}
-		if cs.split || sched != nil && sched.split {
-			kinds = append(kinds, trace.W)
-		}
-		for k := range cw.ranks {
-			r := &cw.ranks[k]
-			if r.finished && stageState[r.stage] >= 0 {
-				stageState[r.stage] = 1
-			} else if !r.finished {
-				stageState[r.stage] = -1
-			}
-			reach := int32(-1)
-			for _, i := range r.rows {
-				if !t.Kind[i].IsCompute() || t.MicroBatch[i] < 0 {
-					continue
-				}
-				mb := int(t.MicroBatch[i])
-				l := conformanceLabel(t.Kind[i], mb, int(t.Chunk[i]), cw.m, cs.v)
-				if l < 0 {
-					continue
-				}
-				cnt[l]++
-				if cnt[l] == 2 {
-					cv.add(Violation{Code: ViolationDuplicateOp, Step: g.step, Pipeline: int(g.pipeline), Stage: r.stage,
-						Rank: int(r.rank), MicroBatch: mb, Op: conformanceOp(t, i),
-						Message: fmt.Sprintf("rank %d ran %s of step %d more than once", r.rank, conformanceOp(t, i), g.step)})
-				}
-				if t.Kind[i] == trace.F {
-					seenF[r.stage*cw.m+mb] = true
-				}
-				if sched != nil {
-					if ps := sched.pos[r.stage][l]; ps > reach {
-						reach = ps
-					}
-				}
-			}
-			for _, kd := range kinds {
-				for c := 0; c < cs.v; c++ {
-					for mb := 0; mb < cw.m; mb++ {
-						l := conformanceLabel(kd, mb, c, cw.m, cs.v)
-						if cnt[l] > 0 {
-							continue
-						}
-						passed := sched != nil && sched.pos[r.stage][l] >= 0 && sched.pos[r.stage][l] < reach
-						if !r.finished && !passed {
-							continue
-						}
-						op := schedule.Action{Kind: kd, MicroBatch: mb, Chunk: c, Peer: -1}.String()
-						cv.add(Violation{Code: ViolationMissingOp, Step: g.step, Pipeline: int(g.pipeline), Stage: r.stage,
-							Rank: int(r.rank), MicroBatch: mb, Op: op,
-							Message: fmt.Sprintf("rank %d (stage %d) never ran %s of step %d", r.rank, r.stage, op, g.step)})
-					}
-				}
-			}
-			for _, i := range r.rows {
-				if t.Kind[i].IsCompute() && t.MicroBatch[i] >= 0 {
-					if l := conformanceLabel(t.Kind[i], int(t.MicroBatch[i]), int(t.Chunk[i]), cw.m, cs.v); l >= 0 {
-						cnt[l] = 0
-					}
-				}
-			}
-		}
-		for st := 0; st < cs.p; st++ {
-			if stageState[st] != 1 {
-				continue
-			}
-			n := 0
-			for _, ok := range seenF[st*cw.m : (st+1)*cw.m] {
-				if ok {
-					n++
-				}
-			}
-			if n < cw.m {
-				cv.add(Violation{Code: ViolationMicroBatchCount, Step: g.step, Pipeline: int(g.pipeline), Stage: st, Rank: -1, MicroBatch: -1,
-					Message: fmt.Sprintf("stage %d ran the forward of %d micro-batches in step %d (pipeline %d), the step has %d", st, n, g.step, g.pipeline, cw.m)})
-			}
-		}
-		if g.measured.Complete && cs.metaM > 0 && cw.mSeen != cs.metaM {
-			cv.add(Violation{Code: ViolationMicroBatchCount, Step: g.step, Pipeline: int(g.pipeline), Stage: -1, Rank: -1, MicroBatch: -1,
-				Message: fmt.Sprintf("step %d (pipeline %d) ran %d micro-batches, the metadata says %d", g.step, g.pipeline, cw.mSeen, cs.metaM)})
-		}
+	// Windows are checked in parallel, each into its own list; the lists
+	// are merged in window order, so the per-code cap keeps what a serial
+	// pass keeps.
+	per := make([]*conformanceViolations, len(cs.wins))
+	scs := make([]syncScratch, workers(len(cs.wins)))
+	forEach(len(cs.wins), func(w, k int) {
+		per[k] = newConformanceViolations()
+		cs.checkWindow(per[k], cs.wins[k], best, &scs[w])
+	})
+	cv := newConformanceViolations()
+	for _, o := range per {
+		cv.merge(o)
 	}
 	cs.checkOptSkip(cv)
+	out.ViolationCount = cv.count
+	for code, n := range cv.counts {
+		out.ViolationCounts[code] += n
+	}
+	out.Violations = cv.kept
 	slices.SortStableFunc(out.Violations, func(a, b Violation) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Rank, b.Rank), strings.Compare(a.Code, b.Code),
 			cmp.Compare(a.MicroBatch, b.MicroBatch), strings.Compare(a.Op, b.Op))
 	})
+}
+
+// syncScratch holds the buffers checkWindow reuses.
+type syncScratch struct {
+	cnt   []int32
+	seenF []bool
+}
+
+// checkWindow checks the synchronous-training rules of Violation on one
+// window.
+func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanceWindow, best *conformanceCand, sc *syncScratch) {
+	t := cs.t
+	cnt, seenF := sc.cnt, sc.seenF
+	defer func() { sc.cnt, sc.seenF = cnt, seenF }()
+	g := cw.g
+	cs.checkFBeforeOpt(cv, cw)
+	if cw.m == 0 {
+		return
+	}
+	var sched *conformanceSched
+	if best != nil {
+		sched = best.scheds[cw.m]
+	}
+	if cap(cnt) < cw.labels {
+		cnt = make([]int32, cw.labels)
+	}
+	cnt = cnt[:cw.labels]
+	if n := cs.p * cw.m; cap(seenF) < n {
+		seenF = make([]bool, n)
+	}
+	seenF = seenF[:cs.p*cw.m]
+	clear(seenF)
+	stageState := make([]int8, cs.p) // 0: no rank, 1: all finished, -1: some did not
+	kinds := []trace.Kind{trace.F, trace.B}
+	if cs.split || sched != nil && sched.split {
+		kinds = append(kinds, trace.W)
+	}
+	for k := range cw.ranks {
+		r := &cw.ranks[k]
+		if r.finished && stageState[r.stage] >= 0 {
+			stageState[r.stage] = 1
+		} else if !r.finished {
+			stageState[r.stage] = -1
+		}
+		reach := int32(-1)
+		for _, i := range r.rows {
+			if !t.Kind[i].IsCompute() || t.MicroBatch[i] < 0 {
+				continue
+			}
+			mb := int(t.MicroBatch[i])
+			l := conformanceLabel(t.Kind[i], mb, int(t.Chunk[i]), cw.m, cs.v)
+			if l < 0 {
+				continue
+			}
+			cnt[l]++
+			if cnt[l] == 2 {
+				cv.add(Violation{Code: ViolationDuplicateOp, Step: g.step, Pipeline: int(g.pipeline), Stage: r.stage,
+					Rank: int(r.rank), MicroBatch: mb, Op: conformanceOp(t, i),
+					Message: fmt.Sprintf("rank %d ran %s of step %d more than once", r.rank, conformanceOp(t, i), g.step)})
+			}
+			if t.Kind[i] == trace.F {
+				seenF[r.stage*cw.m+mb] = true
+			}
+			if sched != nil {
+				if ps := sched.pos[r.stage][l]; ps > reach {
+					reach = ps
+				}
+			}
+		}
+		for _, kd := range kinds {
+			for c := 0; c < cs.v; c++ {
+				for mb := 0; mb < cw.m; mb++ {
+					l := conformanceLabel(kd, mb, c, cw.m, cs.v)
+					if cnt[l] > 0 {
+						continue
+					}
+					passed := sched != nil && sched.pos[r.stage][l] >= 0 && sched.pos[r.stage][l] < reach
+					if !r.finished && !passed {
+						continue
+					}
+					op := schedule.Action{Kind: kd, MicroBatch: mb, Chunk: c, Peer: -1}.String()
+					cv.add(Violation{Code: ViolationMissingOp, Step: g.step, Pipeline: int(g.pipeline), Stage: r.stage,
+						Rank: int(r.rank), MicroBatch: mb, Op: op,
+						Message: fmt.Sprintf("rank %d (stage %d) never ran %s of step %d", r.rank, r.stage, op, g.step)})
+				}
+			}
+		}
+		for _, i := range r.rows {
+			if t.Kind[i].IsCompute() && t.MicroBatch[i] >= 0 {
+				if l := conformanceLabel(t.Kind[i], int(t.MicroBatch[i]), int(t.Chunk[i]), cw.m, cs.v); l >= 0 {
+					cnt[l] = 0
+				}
+			}
+		}
+	}
+	for st := 0; st < cs.p; st++ {
+		if stageState[st] != 1 {
+			continue
+		}
+		n := 0
+		for _, ok := range seenF[st*cw.m : (st+1)*cw.m] {
+			if ok {
+				n++
+			}
+		}
+		if n < cw.m {
+			cv.add(Violation{Code: ViolationMicroBatchCount, Step: g.step, Pipeline: int(g.pipeline), Stage: st, Rank: -1, MicroBatch: -1,
+				Message: fmt.Sprintf("stage %d ran the forward of %d micro-batches in step %d (pipeline %d), the step has %d", st, n, g.step, g.pipeline, cw.m)})
+		}
+	}
+	if g.measured.Complete && cs.metaM > 0 && cw.mSeen != cs.metaM {
+		cv.add(Violation{Code: ViolationMicroBatchCount, Step: g.step, Pipeline: int(g.pipeline), Stage: -1, Rank: -1, MicroBatch: -1,
+			Message: fmt.Sprintf("step %d (pipeline %d) ran %d micro-batches, the metadata says %d", g.step, g.pipeline, cw.mSeen, cs.metaM)})
+	}
 }
 
 // checkFBeforeOpt adds an f_before_opt violation for each rank of cw whose

@@ -60,9 +60,15 @@ const (
 // attributeGap fills Bubble.Gap: nil when there is no theory or no
 // complete window.
 func attributeGap(ix *index, rep *Report) {
+	runReplayPasses(ix, gapPass(ix, rep))
+}
+
+// gapPass does the part of attributeGap that needs no replay and returns
+// the rest: the replays of every level per window, then the attribution.
+func gapPass(ix *index, rep *Report) replayPass {
 	th := rep.Bubble.Theoretical
 	if th == nil || math.IsNaN(*th) || ix.complete == 0 {
-		return
+		return replayPass{}
 	}
 	const levels = 5
 	g := newOpGroups(ix)
@@ -83,7 +89,7 @@ func attributeGap(ix *index, rep *Report) {
 
 	type sums struct{ maxBusy, window [levels]float64 }
 	per := make([]sums, len(ix.windows))
-	eachReplay(ix, func(k int, r *replay, err error) {
+	each := func(k int, r *replay, err error) {
 		s := &per[k]
 		if err != nil {
 			w := ix.windows[k].measured
@@ -123,22 +129,25 @@ func attributeGap(ix *index, rep *Report) {
 			res := r.run(dur)
 			s.maxBusy[l], s.window[l] = float64(res.MaxBusyNs()), float64(res.WindowNs())
 		}
-	})
-	var b [levels]float64
-	for l := range levels {
-		var mb, win float64
-		for k := range per {
-			mb += per[k].maxBusy[l]
-			win += per[k].window[l]
-		}
-		if win > 0 {
-			b[l] = 1 - mb/win
-		}
 	}
-	ga := &GapAttribution{Gap: rep.Bubble.Measured - *th, P2P: b[0] - b[1], Overhead: b[1] - b[2],
-		Jitter: b[2] - b[3], Imbalance: b[3] - b[4], UniformBubble: b[4]}
-	ga.Other = ga.Gap - (ga.P2P + ga.Overhead + ga.Jitter + ga.Imbalance)
-	rep.Bubble.Gap = ga
+	finish := func() {
+		var b [levels]float64
+		for l := range levels {
+			var mb, win float64
+			for k := range per {
+				mb += per[k].maxBusy[l]
+				win += per[k].window[l]
+			}
+			if win > 0 {
+				b[l] = 1 - mb/win
+			}
+		}
+		ga := &GapAttribution{Gap: rep.Bubble.Measured - *th, P2P: b[0] - b[1], Overhead: b[1] - b[2],
+			Jitter: b[2] - b[3], Imbalance: b[3] - b[4], UniformBubble: b[4]}
+		ga.Other = ga.Gap - (ga.P2P + ga.Overhead + ga.Jitter + ga.Imbalance)
+		rep.Bubble.Gap = ga
+	}
+	return replayPass{each: each, finish: finish}
 }
 
 // largestPart returns the name and value of the largest part of a.

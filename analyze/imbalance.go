@@ -47,11 +47,17 @@ const ImbalanceFindingFrac = 0.05
 
 // analyzeImbalance fills Report.Imbalance.
 func analyzeImbalance(ix *index, rep *Report) {
+	runReplayPasses(ix, imbalancePass(ix, rep))
+}
+
+// imbalancePass does the part of analyzeImbalance that needs no replay and
+// returns the rest: a replay per window, then the balanced step time.
+func imbalancePass(ix *index, rep *Report) replayPass {
 	t, p := ix.t, ix.p
-	im := Imbalance{SlowestStage: -1, SlowestStageByFB: -1}
-	defer func() { rep.Imbalance = im }()
+	im := &Imbalance{SlowestStage: -1, SlowestStageByFB: -1}
+	done := replayPass{finish: func() { rep.Imbalance = *im }}
 	if p == 0 {
-		return
+		return done
 	}
 
 	// 1. Busy per stage, compute durations per (stage, kind), F ops and
@@ -69,19 +75,45 @@ func analyzeImbalance(ix *index, rep *Report) {
 		for st, b := range w.measured.BusyNs {
 			busy[st] += float64(b)
 		}
+	}
+	// Durations are integer ns: per-worker int64 sums add up to the serial
+	// float64 sums exactly.
+	type acc struct {
+		sum    [][3]int64
+		cnt    [][3]int
+		chunks []int32
+	}
+	accs := make([]acc, workers(len(ix.windows)))
+	for w := range accs {
+		accs[w] = acc{sum: make([][3]int64, p), cnt: make([][3]int, p), chunks: make([]int32, p)}
+	}
+	forEach(len(ix.windows), func(wk, k int) {
+		w, a := ix.windows[k], &accs[wk]
+		if !replayable(w) {
+			return
+		}
 		for _, i := range w.rows {
 			k := computeIndex(t.Kind[i])
 			st := int(t.Stage[i])
 			if k < 0 || st < 0 || st >= p {
 				continue
 			}
-			sum[st][k] += float64(opDur(t, i))
-			cnt[st][k]++
-			chunks[st] = max(chunks[st], t.Chunk[i]+1)
+			a.sum[st][k] += opDur(t, i)
+			a.cnt[st][k]++
+			a.chunks[st] = max(a.chunks[st], t.Chunk[i]+1)
+		}
+	})
+	for w := range accs {
+		for st := range p {
+			for k := range 3 {
+				sum[st][k] += float64(accs[w].sum[st][k])
+				cnt[st][k] += accs[w].cnt[st][k]
+			}
+			chunks[st] = max(chunks[st], accs[w].chunks[st])
 		}
 	}
 	if nWin == 0 {
-		return
+		return done
 	}
 
 	// 2. Slowest stage by busy and by compute per micro-batch.
@@ -137,7 +169,7 @@ func analyzeImbalance(ix *index, rep *Report) {
 	// 4. Replay every window balanced; predict each step.
 	balanced := make([]int64, len(ix.windows))
 	ok := make([]bool, len(ix.windows))
-	eachReplay(ix, func(k int, r *replay, err error) {
+	done.each = func(k int, r *replay, err error) {
 		if err != nil {
 			return
 		}
@@ -149,22 +181,58 @@ func analyzeImbalance(ix *index, rep *Report) {
 			}
 		}
 		balanced[k], ok[k] = r.run(dur).WindowNs(), true
-	})
-	var meas, pred []float64
-	forSteps(ix, func(ws []int, spanNs int64) {
-		var maxT, maxB int64
-		for _, k := range ws {
-			if !ok[k] {
-				return
+	}
+	done.finish = func() {
+		var meas, pred []float64
+		forSteps(ix, func(ws []int, spanNs int64) {
+			var maxT, maxB int64
+			for _, k := range ws {
+				if !ok[k] {
+					return
+				}
+				w := ix.windows[k].measured
+				maxT = max(maxT, w.EndNs-w.StartNs)
+				maxB = max(maxB, balanced[k])
 			}
-			w := ix.windows[k].measured
-			maxT = max(maxT, w.EndNs-w.StartNs)
-			maxB = max(maxB, balanced[k])
+			meas = append(meas, float64(spanNs)/1e6)
+			pred = append(pred, float64(maxB+spanNs-maxT)/1e6)
+		})
+		im.MeasuredStepMs, im.BalancedStepMs = median(meas), median(pred)
+		rep.Imbalance = *im
+	}
+	return done
+}
+
+// replayPass is the part of a pass that re-times windows: each is called
+// once per replayable window (possibly concurrently, see eachReplay), then
+// finish once. Passes that replay share one replay per window
+// (runReplayPasses).
+type replayPass struct {
+	each   func(k int, r *replay, err error) // nil: no replay needed
+	finish func()
+}
+
+// runReplayPasses builds each replayable window's replay once and hands it
+// to every pass, then finishes the passes in order.
+func runReplayPasses(ix *index, passes ...replayPass) {
+	var each []func(int, *replay, error)
+	for _, p := range passes {
+		if p.each != nil {
+			each = append(each, p.each)
 		}
-		meas = append(meas, float64(spanNs)/1e6)
-		pred = append(pred, float64(maxB+spanNs-maxT)/1e6)
-	})
-	im.MeasuredStepMs, im.BalancedStepMs = median(meas), median(pred)
+	}
+	if len(each) > 0 {
+		eachReplay(ix, func(k int, r *replay, err error) {
+			for _, f := range each {
+				f(k, r, err)
+			}
+		})
+	}
+	for _, p := range passes {
+		if p.finish != nil {
+			p.finish()
+		}
+	}
 }
 
 // computeIndex is 0, 1, 2 for F, B, W and -1 for other kinds.
@@ -185,19 +253,11 @@ func computeIndex(k trace.Kind) int {
 // as Report.StepMs measures it: first start to last end of every row of the
 // step, OPT included. Steps with no start or end are skipped.
 func forSteps(ix *index, fn func(windows []int, spanNs int64)) {
-	t := ix.t
 	for k := 0; k < len(ix.windows); {
 		j := k
 		s, e := int64(math.MaxInt64), int64(math.MinInt64)
 		for ; j < len(ix.windows) && ix.windows[j].step == ix.windows[k].step; j++ {
-			for _, i := range ix.windows[j].rows {
-				if t.StartNs[i] != trace.NoTime {
-					s = min(s, t.StartNs[i])
-				}
-				if t.EndNs[i] != trace.NoTime {
-					e = max(e, t.EndNs[i])
-				}
-			}
+			s, e = min(s, ix.windows[j].spanS), max(e, ix.windows[j].spanE)
 		}
 		if e >= s {
 			ws := make([]int, j-k)

@@ -68,9 +68,27 @@ func analyzeMemory(ix *index, rep *Report) {
 	for st := range out {
 		out[st] = StageMemory{Stage: st, LiveRank: -1}
 	}
-	sc := newMemScan(t)
 	show := liveWindow(ix.windows)
-	for gi, g := range ix.windows {
+	// Windows are scanned in parallel; each worker keeps its own maxima
+	// (and scratch), merged below. Only the shown window writes out's Live
+	// series, and it is scanned by one worker.
+	type memAcc struct {
+		sc               *memScan
+		peak             []int
+		peakAct, peakMem []int64
+	}
+	first := newMemScan(t)
+	accs := make([]memAcc, workers(len(ix.windows)))
+	for w := range accs {
+		sc := first
+		if w > 0 {
+			sc = first.clone()
+		}
+		accs[w] = memAcc{sc: sc, peak: make([]int, p), peakAct: make([]int64, p), peakMem: make([]int64, p)}
+	}
+	forEach(len(ix.windows), func(w, gi int) {
+		a, g := &accs[w], ix.windows[gi]
+		sc := a.sc
 		rows := sc.byRank(g.rows)
 		for lo := 0; lo < len(rows); {
 			r := t.Rank[rows[lo]]
@@ -84,12 +102,12 @@ func analyzeMemory(ix *index, rep *Report) {
 			if st < 0 || st >= p {
 				continue
 			}
-			m := &out[st]
 			for _, i := range run {
-				m.PeakMemBytes = max(m.PeakMemBytes, t.MemBytes[i])
+				a.peakMem[st] = max(a.peakMem[st], t.MemBytes[i])
 			}
 			// Ranks come in increasing order: the first rank of a stage
 			// met in the shown window is its lowest.
+			m := &out[st]
 			record := gi == show && m.LiveRank < 0
 			if record {
 				m.LiveRank, m.LiveStep = int(r), g.step
@@ -102,12 +120,20 @@ func analyzeMemory(ix *index, rep *Report) {
 					cur += es[i].delta
 					bytes += es[i].bytes
 				}
-				m.Peak = max(m.Peak, cur)
-				m.PeakActivationBytes = max(m.PeakActivationBytes, bytes)
+				a.peak[st] = max(a.peak[st], cur)
+				a.peakAct[st] = max(a.peakAct[st], bytes)
 				if record {
 					m.Live = append(m.Live, LivePoint{AtNs: at, Live: cur, Bytes: bytes})
 				}
 			}
+		}
+	})
+	for w := range accs {
+		for st := range out {
+			m := &out[st]
+			m.Peak = max(m.Peak, accs[w].peak[st])
+			m.PeakActivationBytes = max(m.PeakActivationBytes, accs[w].peakAct[st])
+			m.PeakMemBytes = max(m.PeakMemBytes, accs[w].peakMem[st])
 		}
 	}
 	bound := liveBounds(rep.Job, p)
@@ -200,6 +226,16 @@ type memScan struct {
 	recs    []memRec
 	edges   []memEdge
 	sorted  []int
+}
+
+// clone returns a memScan with the same table shape and fresh buffers, for
+// another goroutine.
+func (sc *memScan) clone() *memScan {
+	c := &memScan{t: sc.t, chunks: sc.chunks}
+	if sc.table != nil {
+		c.table = make([]pairState, len(sc.table))
+	}
+	return c
 }
 
 func newMemScan(t *trace.Trace) *memScan {

@@ -24,6 +24,10 @@ type P2P struct {
 	// complete windows. analyzeStats fills it (it owns the steady gaps) and
 	// analyzeP2P reads it, so Run must call analyzeStats first.
 	exposedNs map[boundaryKey]float64
+	// windows holds, by window, what analyzeStats gathered while it had
+	// the window's transfers at hand: the sends' per-boundary sums.
+	// analyzeP2P uses and drops it (it computes them when absent).
+	windows []statsWindow
 }
 
 // Boundary is the traffic across one stage boundary in one direction. In an
@@ -295,52 +299,100 @@ type p2pAcc struct {
 	maxTP      int32
 }
 
-// analyzeP2P fills Report.P2P from the SEND rows of the complete windows
-// (matched to their receives) and the exposure analyzeStats measured.
-func analyzeP2P(ix *index, rep *Report) {
-	t := ix.t
-	acc := map[boundaryKey]*p2pAcc{}
-	var sc p2pScratch
-	windows := 0
+// p2pWinAcc is one boundary's sends in one window.
+type p2pWinAcc struct {
+	key        boundaryKey
+	bytes      int64
+	sends      int
+	durNs      int64
+	shapeBytes float64
+	shapeN     int
+	maxTP      int32
+}
+
+// p2pWindowSends appends to out the per-boundary sums of the sends among
+// trs (one window's transfers), boundaries in the order first met.
+func p2pWindowSends(t *trace.Trace, trs []transfer, p int, out []p2pWinAcc) []p2pWinAcc {
 	// Consecutive sends mostly carry the same shape: parse it once.
 	lastShape, lastDtype, lastV, lastOK := "", "", 0.0, false
-	for _, g := range ix.windows {
+	a := -1
+	for _, tr := range trs {
+		if tr.send < 0 {
+			continue
+		}
+		k := sendKey(t, tr, p)
+		if a < 0 || out[a].key != k {
+			a = -1
+			for j := range out {
+				if out[j].key == k {
+					a = j
+					break
+				}
+			}
+			if a < 0 {
+				a = len(out)
+				out = append(out, p2pWinAcc{key: k})
+			}
+		}
+		acc := &out[a]
+		s := tr.send
+		acc.bytes += max(t.Bytes[s], 0)
+		acc.sends++
+		acc.maxTP = max(acc.maxTP, t.TPRank[s])
+		if d := tr.durNs(); d > 0 {
+			acc.durNs += d
+		}
+		if t.Shape[s] != lastShape || t.Dtype[s] != lastDtype {
+			lastShape, lastDtype = t.Shape[s], t.Dtype[s]
+			lastV, lastOK = payloadBytes(lastShape, lastDtype)
+		}
+		if lastOK {
+			acc.shapeBytes += lastV
+			acc.shapeN++
+		}
+	}
+	return out
+}
+
+// analyzeP2P fills Report.P2P from the SEND rows of the complete windows
+// (matched to their receives) and the exposure analyzeStats measured. The
+// per-window sums come from analyzeStats when it ran (else they are made
+// here, in parallel); they are added up in window order.
+func analyzeP2P(ix *index, rep *Report) {
+	out := &rep.P2P
+	wins := out.windows
+	out.windows = nil
+	if len(wins) != len(ix.windows) {
+		wins = make([]statsWindow, len(ix.windows))
+		scs := make([]p2pScratch, workers(len(ix.windows)))
+		forEach(len(ix.windows), func(w, k int) {
+			g := ix.windows[k]
+			if g.measured.Complete && g.measured.EndNs > g.measured.StartNs {
+				wins[k].sends = p2pWindowSends(ix.t, matchTransfers(ix.t, g.rows, &scs[w]), ix.p, nil)
+			}
+		})
+	}
+	acc := map[boundaryKey]*p2pAcc{}
+	windows := 0
+	for k, g := range ix.windows {
 		if !g.measured.Complete || g.measured.EndNs <= g.measured.StartNs {
 			continue
 		}
 		windows++
-		var last boundaryKey
-		var a *p2pAcc
-		for _, tr := range matchTransfers(t, g.rows, &sc) {
-			if tr.send < 0 {
-				continue
+		for _, x := range wins[k].sends {
+			a := acc[x.key]
+			if a == nil {
+				a = &p2pAcc{}
+				acc[x.key] = a
 			}
-			k := sendKey(t, tr, ix.p)
-			if a == nil || k != last {
-				last, a = k, acc[k]
-				if a == nil {
-					a = &p2pAcc{}
-					acc[k] = a
-				}
-			}
-			s := tr.send
-			a.bytes += float64(max(t.Bytes[s], 0))
-			a.sends++
-			a.maxTP = max(a.maxTP, t.TPRank[s])
-			if d := tr.durNs(); d > 0 {
-				a.durNs += float64(d)
-			}
-			if t.Shape[s] != lastShape || t.Dtype[s] != lastDtype {
-				lastShape, lastDtype = t.Shape[s], t.Dtype[s]
-				lastV, lastOK = payloadBytes(lastShape, lastDtype)
-			}
-			if lastOK {
-				a.shapeBytes += lastV
-				a.shapeN++
-			}
+			a.bytes += float64(x.bytes)
+			a.sends += x.sends
+			a.durNs += float64(x.durNs)
+			a.shapeBytes += x.shapeBytes
+			a.shapeN += x.shapeN
+			a.maxTP = max(a.maxTP, x.maxTP)
 		}
 	}
-	out := &rep.P2P
 	if windows == 0 {
 		return
 	}

@@ -38,17 +38,39 @@ type Overhead struct {
 
 // statsScratch holds the buffers analyzeStats reuses between windows.
 type statsScratch struct {
-	comp  [][]interval // per stage: compute intervals
-	recv  [][]taggedIv // per stage: receive transfer phases
-	all   []interval
-	group []interval
-	p2p   p2pScratch
+	comp   [][]interval // per stage: compute intervals
+	recv   [][]taggedIv // per stage: receive transfer phases
+	all    []interval
+	group  []interval
+	p2p    p2pScratch
+	union  unionScratch // for the compute union, which stays in use...
+	union2 unionScratch // ...while the receive phases' unions are formed
 }
 
 // taggedIv is a receive's transfer phase and the boundary it crosses.
 type taggedIv struct {
 	iv  interval
 	key boundaryKey
+}
+
+// statsAcc is one worker's share of analyzeStats' sums. Every sum is of
+// integer nanoseconds, so adding the workers' shares gives the serial
+// result whatever the split.
+type statsAcc struct {
+	durs                     [][3][]int64 // [stage][F, B, W]
+	warm, cool, steady, wait []int64      // per stage
+	sumT                     int64
+	windows                  int
+	exposed                  map[boundaryKey]int64
+	sc                       statsScratch
+}
+
+// statsWindow is what analyzeStats keeps of one window for the passes that
+// follow: the non-pipeline ops (stepOverhead) and, for a complete window,
+// the per-boundary sums of its sends (analyzeP2P).
+type statsWindow struct {
+	overhead []overheadOp
+	sends    []p2pWinAcc
 }
 
 // analyzeStats fills StageSummary.F/B/W, the per-stage idle split, the
@@ -69,103 +91,158 @@ type taggedIv struct {
 //
 // Stage fields are means over complete windows; the Bubble shares are sums
 // over stages and windows over p x (summed windows), as Bubble.Steady.
+//
+// Windows are measured in parallel (forEach), each worker adding into its
+// own statsAcc; the shares are added up at the end.
 func analyzeStats(ix *index, rep *Report) {
-	t, p := ix.t, ix.p
-	durs := make([][3][]int64, p) // [stage][F, B, W]
-	warm, cool, steady, wait := make([]float64, p), make([]float64, p), make([]float64, p), make([]float64, p)
+	p := ix.p
+	accs := make([]statsAcc, workers(len(ix.windows)))
+	for w := range accs {
+		a := &accs[w]
+		a.durs = make([][3][]int64, p)
+		a.warm, a.cool, a.steady, a.wait = make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
+		a.exposed = map[boundaryKey]int64{}
+		a.sc = statsScratch{comp: make([][]interval, p), recv: make([][]taggedIv, p)}
+	}
+	wins := make([]statsWindow, len(ix.windows))
+	forEach(len(ix.windows), func(w, k int) {
+		statsOfWindow(ix, ix.windows[k], &accs[w], &wins[k])
+	})
+
+	// Add up the workers' shares.
+	durs := make([][3][]int64, p)
+	warm, cool, steady, wait := make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
 	exposed := map[boundaryKey]float64{}
-	sc := &statsScratch{comp: make([][]interval, p), recv: make([][]taggedIv, p)}
-	var sumT float64
+	var sumT int64
 	windows := 0
-	for _, g := range ix.windows {
-		w := g.measured
-		if !w.Complete || w.EndNs <= w.StartNs {
-			continue
+	for w := range accs {
+		a := &accs[w]
+		for st := range p {
+			for k := range 3 {
+				durs[st][k] = append(durs[st][k], a.durs[st][k]...)
+			}
+			warm[st] += a.warm[st]
+			cool[st] += a.cool[st]
+			steady[st] += a.steady[st]
+			wait[st] += a.wait[st]
 		}
-		windows++
-		sumT += float64(w.EndNs - w.StartNs)
-		for st := range sc.comp {
-			sc.comp[st], sc.recv[st] = sc.comp[st][:0], sc.recv[st][:0]
+		for key, x := range a.exposed {
+			exposed[key] += float64(x)
 		}
-		for _, i := range g.rows {
-			k, st := t.Kind[i], int(t.Stage[i])
-			if !k.IsCompute() || st < 0 || st >= p {
-				continue
-			}
-			s, e := t.StartNs[i], t.EndNs[i]
-			if s == trace.NoTime || e == trace.NoTime || e < s {
-				continue
-			}
-			sc.comp[st] = append(sc.comp[st], interval{s, e})
-			durs[st][k-trace.F] = append(durs[st][k-trace.F], e-s)
-		}
-		for _, tr := range matchTransfers(t, g.rows, &sc.p2p) {
-			if tr.recv < 0 || tr.durNs() <= 0 {
-				continue
-			}
-			st := int(t.Stage[tr.recv])
-			if st < 0 || st >= p {
-				continue
-			}
-			sc.recv[st] = append(sc.recv[st], taggedIv{interval{tr.startNs, tr.endNs}, recvKey(t, tr, p)})
-		}
-		for st := 0; st < p; st++ {
-			u := union(sc.comp[st])
-			span := []interval{{w.StartNs, w.EndNs}}
-			var busy int64
-			for _, iv := range u {
-				busy += iv.e - iv.s
-			}
-			if len(u) > 0 {
-				warm[st] += float64(u[0].s - w.StartNs)
-				cool[st] += float64(w.EndNs - u[len(u)-1].e)
-				span[0] = interval{u[0].s, u[len(u)-1].e}
-			}
-			steady[st] += float64(span[0].e - span[0].s - busy)
-			if len(sc.recv[st]) == 0 {
-				continue
-			}
-			sc.all = sc.all[:0]
-			for _, r := range sc.recv[st] {
-				sc.all = append(sc.all, r.iv)
-			}
-			wait[st] += float64(inGaps(union(sc.all), span, u))
-			// Per boundary: runs of equal key, each its own union.
-			rs := sc.recv[st]
-			slices.SortFunc(rs, func(a, b taggedIv) int {
-				return cmp.Or(cmp.Compare(a.key.dir, b.key.dir), cmp.Compare(a.key.from, b.key.from), cmp.Compare(a.key.to, b.key.to))
-			})
-			for i := 0; i < len(rs); {
-				j := i
-				sc.group = sc.group[:0]
-				for ; j < len(rs) && rs[j].key == rs[i].key; j++ {
-					sc.group = append(sc.group, rs[j].iv)
-				}
-				if x := inGaps(union(sc.group), span, u); x > 0 {
-					exposed[rs[i].key] += float64(x)
-				}
-				i = j
-			}
-		}
+		sumT += a.sumT
+		windows += a.windows
 	}
 	rep.P2P.exposedNs = exposed
-	rep.Overhead = stepOverhead(ix)
+	rep.P2P.windows = wins
+	rep.Overhead = stepOverhead(ix, wins)
 	if windows == 0 || len(rep.Stages) != p {
 		return
 	}
 	nw := float64(windows)
 	var sumWait float64
+	dists := make([]Dist, 3*p) // sorting is the costly part: stages and kinds in parallel
+	forEach(3*p, func(_, x int) { dists[x] = dist(durs[x/3][x%3]) })
 	for st := 0; st < p; st++ {
 		s := &rep.Stages[st]
-		s.F, s.B, s.W = dist(durs[st][0]), dist(durs[st][1]), dist(durs[st][2])
-		s.WarmupMs, s.CooldownMs, s.SteadyMs = warm[st]/nw/1e6, cool[st]/nw/1e6, steady[st]/nw/1e6
-		s.P2PWaitMs = wait[st] / nw / 1e6
+		s.F, s.B, s.W = dists[3*st], dists[3*st+1], dists[3*st+2]
+		s.WarmupMs, s.CooldownMs, s.SteadyMs = float64(warm[st])/nw/1e6, float64(cool[st])/nw/1e6, float64(steady[st])/nw/1e6
+		s.P2PWaitMs = float64(wait[st]) / nw / 1e6
 		s.OtherWaitMs = s.SteadyMs - s.P2PWaitMs
-		sumWait += wait[st]
+		sumWait += float64(wait[st])
 	}
 	if sumT > 0 {
-		rep.Bubble.SteadyP2P = sumWait / (float64(p) * sumT)
+		rep.Bubble.SteadyP2P = sumWait / (float64(p) * float64(sumT))
 		rep.Bubble.SteadyOther = rep.Bubble.Steady - rep.Bubble.SteadyP2P
+	}
+}
+
+// statsOfWindow adds window g to a (when it is complete) and fills out.
+func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
+	t, p := ix.t, ix.p
+	kinds, stages, starts, ends := t.Kind, t.Stage, t.StartNs, t.EndNs
+	// Step overhead: every analysed window, complete or not.
+	for _, i := range g.rows {
+		k := kinds[i]
+		if inPipeline(k) || !k.Valid() {
+			continue
+		}
+		s, e := starts[i], ends[i]
+		if s == trace.NoTime || e == trace.NoTime || e < s {
+			continue
+		}
+		out.overhead = append(out.overhead, overheadOp{k, t.Rank[i], interval{s, e}})
+	}
+	w := g.measured
+	if !w.Complete || w.EndNs <= w.StartNs {
+		return
+	}
+	sc := &a.sc
+	a.windows++
+	a.sumT += w.EndNs - w.StartNs
+	for st := range sc.comp {
+		sc.comp[st], sc.recv[st] = sc.comp[st][:0], sc.recv[st][:0]
+	}
+	for _, i := range g.rows {
+		k, st := kinds[i], int(stages[i])
+		if !k.IsCompute() || st < 0 || st >= p {
+			continue
+		}
+		s, e := starts[i], ends[i]
+		if s == trace.NoTime || e == trace.NoTime || e < s {
+			continue
+		}
+		sc.comp[st] = append(sc.comp[st], interval{s, e})
+		a.durs[st][k-trace.F] = append(a.durs[st][k-trace.F], e-s)
+	}
+	trs := matchTransfers(t, g.rows, &sc.p2p)
+	out.sends = p2pWindowSends(t, trs, p, out.sends[:0])
+	for _, tr := range trs {
+		if tr.recv < 0 || tr.durNs() <= 0 {
+			continue
+		}
+		st := int(stages[tr.recv])
+		if st < 0 || st >= p {
+			continue
+		}
+		sc.recv[st] = append(sc.recv[st], taggedIv{interval{tr.startNs, tr.endNs}, recvKey(t, tr, p)})
+	}
+	for st := 0; st < p; st++ {
+		u := unionRuns(sc.comp[st], &sc.union)
+		span := [1]interval{{w.StartNs, w.EndNs}}
+		var busy int64
+		for _, iv := range u {
+			busy += iv.e - iv.s
+		}
+		if len(u) > 0 {
+			a.warm[st] += u[0].s - w.StartNs
+			a.cool[st] += w.EndNs - u[len(u)-1].e
+			span[0] = interval{u[0].s, u[len(u)-1].e}
+		}
+		a.steady[st] += span[0].e - span[0].s - busy
+		if len(sc.recv[st]) == 0 {
+			continue
+		}
+		sc.all = sc.all[:0]
+		for _, r := range sc.recv[st] {
+			sc.all = append(sc.all, r.iv)
+		}
+		a.wait[st] += inGaps(unionRuns(sc.all, &sc.union2), span[:], u)
+		// Per boundary: runs of equal key, each its own union.
+		rs := sc.recv[st]
+		slices.SortFunc(rs, func(a, b taggedIv) int {
+			return cmp.Or(cmp.Compare(a.key.dir, b.key.dir), cmp.Compare(a.key.from, b.key.from), cmp.Compare(a.key.to, b.key.to))
+		})
+		for i := 0; i < len(rs); {
+			j := i
+			sc.group = sc.group[:0]
+			for ; j < len(rs) && rs[j].key == rs[i].key; j++ {
+				sc.group = append(sc.group, rs[j].iv)
+			}
+			if x := inGaps(unionRuns(sc.group, &sc.union2), span[:], u); x > 0 {
+				a.exposed[rs[i].key] += x
+			}
+			i = j
+		}
 	}
 }
 
@@ -222,10 +299,10 @@ type overheadOp struct {
 }
 
 // stepOverhead computes Report.Overhead (see Overhead) over every analysed
-// window, complete or not. Windows come in step order, so one step's ops
-// are gathered, then costed.
-func stepOverhead(ix *index) []Overhead {
-	t := ix.t
+// window, complete or not, from the non-pipeline ops analyzeStats gathered
+// (wins, by window). Windows come in step order, so one step's ops are
+// gathered, then costed.
+func stepOverhead(ix *index, wins []statsWindow) []Overhead {
 	type acc struct {
 		sum, max float64
 		steps    int
@@ -276,17 +353,7 @@ func stepOverhead(ix *index) []Overhead {
 			flush()
 			steps++
 		}
-		for _, i := range g.rows {
-			k := t.Kind[i]
-			if inPipeline(k) || !k.Valid() {
-				continue
-			}
-			s, e := t.StartNs[i], t.EndNs[i]
-			if s == trace.NoTime || e == trace.NoTime || e < s {
-				continue
-			}
-			ops = append(ops, overheadOp{k, t.Rank[i], interval{s, e}})
-		}
+		ops = append(ops, wins[gi].overhead...)
 	}
 	flush()
 	if len(byKind) == 0 || steps == 0 {
