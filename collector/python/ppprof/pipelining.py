@@ -150,11 +150,12 @@ def _wrap_batch_p2p(mod, rec, state):
     orig_sorted = getattr(mod, "_sorted_batch_p2p", None)
     if orig_sorted is not None:
         def _sorted_batch_p2p(p2p_ops, *args, **kwargs):
-            works = orig_sorted(p2p_ops, *args, **kwargs)
             by_peer = {}
             for op in p2p_ops:
                 by_peer.setdefault(op.peer, []).append(op)
-            return {peer: _BatchWork(w, issue(by_peer.get(peer, []))) for peer, w in works.items()}
+            spans = {peer: issue(ops) for peer, ops in by_peer.items()}
+            works = orig_sorted(p2p_ops, *args, **kwargs)
+            return {peer: _BatchWork(w, spans.get(peer, [])) for peer, w in works.items()}
         mod._sorted_batch_p2p = _sorted_batch_p2p
 
 

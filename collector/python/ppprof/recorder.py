@@ -1,6 +1,7 @@
 """The Recorder: one per rank, a thin ctypes layer over libppprof."""
 
 import atexit
+import ctypes
 import os
 import signal
 import threading
@@ -9,6 +10,13 @@ import weakref
 
 from . import _lib
 from ._lib import PPProfError, SAME_STREAM
+
+# PPPROF_SAME_STREAM as a ready C value, for the unconverted fast path.
+_SAME_STREAM_C = ctypes.c_uint64(SAME_STREAM)
+_ArgumentError = ctypes.ArgumentError
+# The fast path passes ints unconverted, as C ints: ctypes truncates larger
+# values silently, so only values of int32 range take it.
+_I32 = 1 << 31
 
 # The well-known kinds (ppprof.h).
 F, B, W, SEND_F, RECV_F, SEND_B, RECV_B, OPT = 1, 2, 3, 4, 5, 6, 7, 8
@@ -141,7 +149,8 @@ class Recorder:
         cfg.update(extra_config or {})
         config = ";".join("%s=%s" % (k, _config_value(v)) for k, v in cfg.items() if v is not None)
         try:
-            lib = _lib.load(lib)
+            # lib: a path, or (tests) an object with the library's functions.
+            lib = _lib.load(lib) if lib is None or isinstance(lib, (str, bytes, os.PathLike)) else lib
         except (OSError, PPProfError) as e:
             self._fail("cannot load libppprof: %s" % e)
             return
@@ -155,10 +164,17 @@ class Recorder:
         self._streams = cuda and torch is not None
         self._torch = torch
         self._stream = self._cuda_stream if self._streams else _zero
-        self._begin_fn = lib.ppprof_begin
-        self._end_fn = lib.ppprof_end
-        self._issue_fn = lib.ppprof_p2p_issue
-        self._complete_fn = lib.ppprof_p2p_complete
+        self._begin_fn = self._begin_slow = lib.ppprof_begin
+        self._end_fn = self._end_slow = lib.ppprof_end
+        self._issue_fn = self._issue_slow = lib.ppprof_p2p_issue
+        self._complete_fn = self._complete_slow = lib.ppprof_p2p_complete
+        self._same = SAME_STREAM
+        fast = None if self._streams or not isinstance(lib, ctypes.CDLL) else _lib.fast(lib._name)
+        if fast is not None and fast.widens(h):
+            self._begin_fn = fast.ppprof_begin
+            self._end_fn = fast.ppprof_end
+            self._complete_fn = fast.ppprof_p2p_complete
+            self._same = _SAME_STREAM_C
         with _live_lock:
             _live.add(self)
 
@@ -172,8 +188,9 @@ class Recorder:
     def _disable(self, why):
         self._h = 0
         self._streams = False
-        self._begin_fn = self._issue_fn = _zero_span
-        self._end_fn = self._complete_fn = _ok
+        self._begin_fn = self._issue_fn = self._begin_slow = self._issue_slow = _zero_span
+        self._end_fn = self._complete_fn = self._end_slow = self._complete_slow = _ok
+        self._same = SAME_STREAM
         self._stream = _zero
         if why:
             self._why_disabled = why
@@ -232,7 +249,17 @@ class Recorder:
         """Start a compute op; returns a span (0: not recorded)."""
         if kind.__class__ is not int:
             kind = self.kind(kind)
-        s = self._begin_fn(self._h, kind, step, mb, chunk, self._stream())
+        return self._begin(kind, step, mb, chunk)
+
+    def _begin(self, kind, step, mb, chunk):
+        try:
+            if ((step | chunk | kind) >> 31) == 0 and -_I32 <= mb < _I32:
+                s = self._begin_fn(self._h, kind, step, mb, chunk, self._stream())
+            else:
+                s = self._begin_slow(self._h, kind, step, mb, chunk, self._stream())
+        except (_ArgumentError, TypeError) as e:
+            self._error(_lib.EINVAL, "begin: %s" % e)
+            return 0
         if s < 0:
             self._error(s, "begin")
             return 0
@@ -241,7 +268,14 @@ class Recorder:
     def end(self, span, mem_bytes=0):
         """End a span on the current stream (mem_bytes: memory allocated now)."""
         if span > 0:
-            rc = self._end_fn(self._h, span, self._stream() if self._streams else SAME_STREAM, mem_bytes)
+            try:
+                if span < _I32 and (mem_bytes >> 31) == 0 and not self._streams:
+                    rc = self._end_fn(self._h, span, self._same, mem_bytes)
+                else:
+                    rc = self._end_slow(self._h, span, self._stream() if self._streams else SAME_STREAM, mem_bytes)
+            except (_ArgumentError, TypeError) as e:
+                self._error(_lib.EINVAL, "end: %s" % e)
+                return
             if rc < 0:
                 self._error(rc, "end")
 
@@ -274,7 +308,11 @@ class Recorder:
             shape = shape.encode()
         if dtype.__class__ is str:
             dtype = dtype.encode()
-        s = self._issue_fn(self._h, kind, peer, step, mb, chunk, nbytes, shape, dtype, self._stream())
+        try:
+            s = self._issue_fn(self._h, kind, peer, step, mb, chunk, nbytes, shape, dtype, self._stream())
+        except (_ArgumentError, TypeError) as e:
+            self._error(_lib.EINVAL, "p2p issue: %s" % e)
+            return 0
         if s < 0:
             self._error(s, "p2p issue")
             return 0
@@ -283,7 +321,14 @@ class Recorder:
     def complete(self, span):
         """Record that a P2P op's wait returned."""
         if span > 0:
-            rc = self._complete_fn(self._h, span, self._stream() if self._streams else SAME_STREAM)
+            try:
+                if span < _I32 and not self._streams:
+                    rc = self._complete_fn(self._h, span, self._same)
+                else:
+                    rc = self._complete_slow(self._h, span, self._stream() if self._streams else SAME_STREAM)
+            except (_ArgumentError, TypeError) as e:
+                self._error(_lib.EINVAL, "p2p complete: %s" % e)
+                return
             if rc < 0:
                 self._error(rc, "p2p complete")
 
@@ -416,20 +461,12 @@ class _Span:
         self._r, self._kind, self._step, self._mb, self._chunk = r, kind, step, mb, chunk
 
     def __enter__(self):
-        r = self._r
-        s = r._begin_fn(r._h, self._kind, self._step, self._mb, self._chunk, r._stream())
-        if s < 0:
-            r._error(s, "begin")
-            s = 0
-        self._span = s
+        self._span = self._r._begin(self._kind, self._step, self._mb, self._chunk)
         return self
 
     def __exit__(self, *exc):
         if self._span > 0:
-            r = self._r
-            rc = r._end_fn(r._h, self._span, r._stream() if r._streams else SAME_STREAM, 0)
-            if rc < 0:
-                r._error(rc, "end")
+            self._r.end(self._span)
         return False
 
 
