@@ -279,6 +279,20 @@ func countMicroBatches(t *trace.Trace) int {
 	return len(seen)
 }
 
+// maxScheduleActions bounds p x m x v of a schedule built from a trace's
+// sizes (a schedule has about 6 actions per (stage, micro-batch, chunk)).
+const maxScheduleActions = 1 << 22
+
+// buildSchedule is schedule.New for sizes that come from a trace's metadata,
+// which is untrusted: a claim of a billion micro-batches is refused rather
+// than built.
+func buildSchedule(name string, p, m, v int) (*schedule.Schedule, error) {
+	if p <= 0 || m <= 0 || v <= 0 || p > maxScheduleActions || m > maxScheduleActions/p || v > maxScheduleActions/(p*m) {
+		return nil, fmt.Errorf("schedule %s with p=%d m=%d v=%d: too large to build", name, p, m, v)
+	}
+	return schedule.New(name, p, m, v)
+}
+
 // theoretical is the bubble of the identified schedule (or, failing that,
 // the one the metadata names) replayed with each kind's mean cost on every
 // stage and free communication (DESIGN.md). For GPipe, 1F1B and interleaved
@@ -293,7 +307,7 @@ func theoretical(ix *index, rep *Report) *float64 {
 	if name == "" || rep.Job.PP == 0 || rep.Job.MicroBatches == 0 {
 		return nil
 	}
-	s, err := schedule.New(name, rep.Job.PP, rep.Job.MicroBatches, v)
+	s, err := buildSchedule(name, rep.Job.PP, rep.Job.MicroBatches, v)
 	if err != nil {
 		return nil
 	}

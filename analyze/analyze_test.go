@@ -185,3 +185,22 @@ func TestInvariants(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileMetadata: metadata is untrusted input; a claim of a billion
+// micro-batches must not build a billion-action schedule.
+func TestHostileMetadata(t *testing.T) {
+	tr, _, _, err := ingest.ReadFile("../ingest/testdata/gpipe2.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Meta.MicroBatches = 1_000_000_000
+	tr.Meta.PP = 2
+	tr.Meta.Schedule = "1f1b"
+	rep, err := Run(tr, Options{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(rep.Bubble.Measured, 1.0/3) {
+		t.Errorf("bubble %v, want 1/3", rep.Bubble.Measured)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ppprof/ppprof/schedule"
 	"github.com/ppprof/ppprof/trace"
 )
 
@@ -338,7 +337,7 @@ func liveBounds(job Job, p int) []int {
 	if job.Schedule == "" || job.PP <= 0 || job.MicroBatches <= 0 {
 		return out
 	}
-	s, err := schedule.New(job.Schedule, job.PP, job.MicroBatches, max(job.Virtual, 1))
+	s, err := buildSchedule(job.Schedule, job.PP, job.MicroBatches, max(job.Virtual, 1))
 	if err != nil {
 		return out
 	}

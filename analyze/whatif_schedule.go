@@ -167,12 +167,6 @@ func (g *stepGraph) makespan() int64 {
 	return e - s
 }
 
-// maxScheduleActions bounds p x m x v of a schedule the what-if builds (a
-// schedule has about 6 actions per (stage, micro-batch, chunk)); the trace's
-// own row count bounds it too, so metadata cannot make it build more than
-// the trace holds.
-const maxScheduleActions = 1 << 22
-
 // costs are per-stage compute costs of a new schedule, ns: per (stage,
 // chunk, kind).
 type costs map[sampleKey]float64
@@ -198,6 +192,9 @@ func (st *whatIfStats) stageTotal(stage int32, k trace.Kind) float64 {
 // returns the predicted step (its makespan plus the measured overhead
 // outside the pipeline window), ms.
 func (st *whatIfStats) predictSchedule(name string, m, v int, c costs, sizeFactor float64) (float64, error) {
+	// maxScheduleActions (analyze.go) and the trace's own row count bound the
+	// schedule, so metadata cannot make the what-if build more than the
+	// trace holds.
 	if n := int64(st.p) * int64(m) * int64(v); n > maxScheduleActions || n > st.rows {
 		return 0, fmt.Errorf("%d stages x %d micro-batches x %d chunks: too large a schedule to build from this trace", st.p, m, v)
 	}
