@@ -106,3 +106,31 @@ func TestDiff(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowWorkerFlag: --slow-worker slows one replica's stage only, which
+// whatif's verdict tells from a slow stage.
+func TestSlowWorkerFlag(t *testing.T) {
+	tr := filepath.Join(t.TempDir(), "t.arrow")
+	simulateTo(t, tr, "--stages", "4", "--microbatches", "8", "--dp", "2", "--slow-worker", "pipeline=1,stage=2,factor=1.5")
+	stdout, stderr, code := ppprof(t, "analyze", tr, "--format", "json")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var a struct {
+		Steps []struct {
+			Pipeline int     `json:"pipeline"`
+			WindowMs float64 `json:"window_ms"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &a); err != nil {
+		t.Fatal(err)
+	}
+	// Stage 2 of pipeline 1 costs 1.5x: 8 x (1+2) x 0.5 = 12 ms more busy on
+	// the critical stage, so pipeline 1's window is longer than pipeline 0's.
+	if len(a.Steps) != 2 || a.Steps[1].Pipeline != 1 || a.Steps[1].WindowMs <= a.Steps[0].WindowMs {
+		t.Errorf("steps %+v: pipeline 1 must be slower", a.Steps)
+	}
+	if _, stderr, code := ppprof(t, "simulate", "--slow-worker", "stage=x", "-o", tr); code != exitError || !strings.Contains(stderr, "--slow-worker") {
+		t.Errorf("bad spec: exit %d, %s", code, stderr)
+	}
+}

@@ -15,6 +15,7 @@ import (
 type simulateOptions struct {
 	cfg         sim.Config
 	stragglers  []string
+	slowRanks   []string
 	faults      []string
 	out         string
 	compression string
@@ -63,6 +64,7 @@ Fault specs (--fault, repeatable):
 	f.IntVar(&c.SlowStage, "slow-stage", -1, "stage whose compute is slowed by --slow-factor (-1: none)")
 	f.Float64Var(&c.SlowFactor, "slow-factor", 1, "compute time multiplier of --slow-stage")
 	f.StringArrayVar(&opts.stragglers, "straggler", nil, "slow micro-batch: mb=M,factor=X[,stage=S][,step=N] (repeatable)")
+	f.StringArrayVar(&opts.slowRanks, "slow-worker", nil, "one slow worker (a stage of one replica, all its TP ranks): [pipeline=P,]stage=S,factor=X (repeatable)")
 	f.Float64Var(&c.Jitter, "jitter", 0, "relative random variation of compute times (seeded)")
 	f.Int64Var(&c.Seed, "seed", 1, "random seed")
 	f.StringArrayVar(&opts.faults, "fault", nil, "fault spec, see above (repeatable)")
@@ -81,6 +83,13 @@ func simulateRun(opts *simulateOptions) error {
 			return fmt.Errorf("--straggler %q: %w", s, err)
 		}
 		c.Stragglers = append(c.Stragglers, st)
+	}
+	for _, s := range opts.slowRanks {
+		sr, err := sim.ParseSlowRank(s)
+		if err != nil {
+			return fmt.Errorf("--slow-worker %q: %w", s, err)
+		}
+		c.SlowRanks = append(c.SlowRanks, sr)
 	}
 	for _, s := range opts.faults {
 		ft, err := sim.ParseFault(s)
