@@ -43,6 +43,7 @@ type hangJSON struct {
 	States          map[string]int      `json:"states"`
 	Ranks           []hangJSONRank      `json:"ranks"`
 	Notes           []string            `json:"notes"`
+	Collectives     []hangJSONColl      `json:"collectives"`
 }
 
 type hangJSONRootCause struct {
@@ -68,6 +69,8 @@ type hangJSONBlocked struct {
 	Started    bool   `json:"started"`
 	Matched    bool   `json:"matched"`
 	PeerSeq    *int64 `json:"peer_seq,omitempty"`
+	Group      string `json:"group,omitempty"`
+	GroupSeq   *int64 `json:"group_seq,omitempty"`
 }
 
 type hangJSONOp struct {
@@ -84,18 +87,37 @@ type hangJSONOp struct {
 	IssueNs    int64  `json:"issue_ns"`
 	Started    bool   `json:"started"`
 	Completed  bool   `json:"completed"`
+	Group      string `json:"group,omitempty"`
+	GroupSeq   *int64 `json:"group_seq,omitempty"`
 }
 
 type hangJSONMismatch struct {
-	Kind       string      `json:"kind"`
-	Ranks      []int32     `json:"ranks"`
-	Step       int64       `json:"step"`
-	MicroBatch int32       `json:"microbatch"`
-	Detail     string      `json:"detail"`
-	Count      int         `json:"count"`
-	Suspect    int32       `json:"suspect"`
-	Send       *hangJSONOp `json:"send,omitempty"`
-	Recv       *hangJSONOp `json:"recv,omitempty"`
+	Kind       string        `json:"kind"`
+	Ranks      []int32       `json:"ranks"`
+	Step       int64         `json:"step"`
+	MicroBatch int32         `json:"microbatch"`
+	Detail     string        `json:"detail"`
+	Count      int           `json:"count"`
+	Suspect    int32         `json:"suspect"`
+	Send       *hangJSONOp   `json:"send,omitempty"`
+	Recv       *hangJSONOp   `json:"recv,omitempty"`
+	Collective *hangJSONColl `json:"collective,omitempty"`
+}
+
+// hangJSONColl is one collective of a process group by sequence number
+// (an extension of DESIGN.md's contract).
+type hangJSONColl struct {
+	Group     string       `json:"group"`
+	Desc      string       `json:"desc,omitempty"`
+	Seq       int64        `json:"seq"`
+	Kind      string       `json:"kind"`
+	Members   []int32      `json:"members"`
+	Completed []int32      `json:"completed"`
+	Pending   []int32      `json:"pending"`
+	Missing   []int32      `json:"missing"`
+	Behind    []int32      `json:"behind"`
+	IssueNs   int64        `json:"issue_ns"`
+	Ops       []hangJSONOp `json:"ops,omitempty"`
 }
 
 type hangJSONDivergence struct {
@@ -112,6 +134,9 @@ type hangJSONDivergence struct {
 type hangJSONNode struct {
 	Rank        *int32 `json:"rank,omitempty"`
 	BarrierStep *int64 `json:"barrier_step,omitempty"`
+	Group       string `json:"group,omitempty"`
+	GroupSeq    *int64 `json:"group_seq,omitempty"`
+	Kind        string `json:"kind,omitempty"`
 }
 
 type hangJSONJob struct {
@@ -127,31 +152,71 @@ type hangJSONJob struct {
 }
 
 type hangJSONRank struct {
-	Rank          int32       `json:"rank"`
-	Stage         int32       `json:"stage"`
-	Pipeline      int32       `json:"pipeline"`
-	TPRank        int32       `json:"tp_rank"`
-	State         string      `json:"state"`
-	Events        int         `json:"events"`
-	Pending       int         `json:"pending"`
-	WaitsFor      *int32      `json:"waits_for"`
-	WaitsBarrier  bool        `json:"waits_barrier"`
-	Terminal      string      `json:"terminal,omitempty"`
-	LastCompleted *hangJSONOp `json:"last_completed"`
-	Waiting       *hangJSONOp `json:"waiting"`
-	Truncated     bool        `json:"truncated"`
-	BytesLost     int64       `json:"bytes_lost"`
-	Lost          bool        `json:"lost"`
-	LostReason    string      `json:"lost_reason,omitempty"`
+	Rank          int32         `json:"rank"`
+	Stage         int32         `json:"stage"`
+	Pipeline      int32         `json:"pipeline"`
+	TPRank        int32         `json:"tp_rank"`
+	State         string        `json:"state"`
+	Events        int           `json:"events"`
+	Pending       int           `json:"pending"`
+	WaitsFor      *int32        `json:"waits_for"`
+	WaitsBarrier  bool          `json:"waits_barrier"`
+	WaitsIn       *hangJSONNode `json:"waits_in_collective,omitempty"`
+	WaitsOn       []int32       `json:"waits_on,omitempty"`
+	Terminal      string        `json:"terminal,omitempty"`
+	LastCompleted *hangJSONOp   `json:"last_completed"`
+	Waiting       *hangJSONOp   `json:"waiting"`
+	Truncated     bool          `json:"truncated"`
+	BytesLost     int64         `json:"bytes_lost"`
+	Lost          bool          `json:"lost"`
+	LostReason    string        `json:"lost_reason,omitempty"`
 }
 
 func hangOp(e *trace.Event) *hangJSONOp {
 	if e == nil {
 		return nil
 	}
-	return &hangJSONOp{Rank: int32(e.Rank), Kind: e.Kind.String(), Peer: int32(e.Peer), Step: e.Step,
+	op := &hangJSONOp{Rank: int32(e.Rank), Kind: e.Kind.String(), Peer: int32(e.Peer), Step: e.Step,
 		MicroBatch: int32(e.MicroBatch), Chunk: e.Chunk, Seq: e.Seq, Shape: e.Shape, Dtype: e.Dtype, Bytes: e.Bytes,
 		IssueNs: e.IssueNs, Started: e.StartNs != trace.NoTime, Completed: e.EndNs != trace.NoTime}
+	op.Group, op.GroupSeq = hangGroup(e)
+	return op
+}
+
+// hangGroup returns an op's group and sequence number for the JSON: both
+// absent when it has no group.
+func hangGroup(e *trace.Event) (string, *int64) {
+	if e.Group == "" {
+		return "", nil
+	}
+	seq := e.GroupSeq
+	return e.Group, &seq
+}
+
+func hangColl(c *hang.Collective) *hangJSONColl {
+	if c == nil {
+		return nil
+	}
+	out := &hangJSONColl{Group: c.Group, Desc: c.Desc, Seq: c.Seq, Kind: c.Kind.String(), Members: hangRanks(c.Members),
+		Completed: hangRanks(c.Completed), Pending: hangRanks(c.Pending), Missing: hangRanks(c.Missing), Behind: hangRanks(c.Behind),
+		IssueNs: c.IssueNs}
+	for i := range c.Ops {
+		out.Ops = append(out.Ops, *hangOp(&c.Ops[i]))
+	}
+	return out
+}
+
+func hangNode(n hang.Node) hangJSONNode {
+	switch {
+	case n.Group != "":
+		seq := n.GroupSeq
+		return hangJSONNode{Group: n.Group, GroupSeq: &seq, Kind: n.Kind.String()}
+	case n.Barrier:
+		s := n.Step
+		return hangJSONNode{BarrierStep: &s}
+	}
+	r := int32(n.Rank)
+	return hangJSONNode{Rank: &r}
 }
 
 func hangRanks(rs []trace.Rank) []int32 {
@@ -164,7 +229,8 @@ func hangRanks(rs []trace.Rank) []int32 {
 
 func hangMismatch(m *hang.Mismatch) hangJSONMismatch {
 	return hangJSONMismatch{Kind: string(m.Kind), Ranks: hangRanks(m.Ranks), Step: m.Step, MicroBatch: int32(m.MicroBatch),
-		Detail: m.Detail, Count: m.Count, Suspect: int32(m.Suspect), Send: hangOp(m.Send), Recv: hangOp(m.Recv)}
+		Detail: m.Detail, Count: m.Count, Suspect: int32(m.Suspect), Send: hangOp(m.Send), Recv: hangOp(m.Recv),
+		Collective: hangColl(m.Collective)}
 }
 
 func writeHangJSON(w io.Writer, rep *hang.Report) error {
@@ -181,7 +247,10 @@ func writeHangJSON(w io.Writer, rep *hang.Report) error {
 		Job: hangJSONJob{WorldSize: rep.Job.WorldSize, PP: rep.Job.PP, DP: rep.Job.DP, TP: rep.Job.TP, Virtual: rep.Job.Virtual,
 			MicroBatches: rep.Job.MicroBatches, Schedule: rep.Job.Schedule, Events: rep.Job.Events, RanksPresent: rep.Job.RanksPresent},
 		DumpNs: rep.DumpNs, DumpGiven: rep.DumpGiven, MatchedPairs: rep.Matched, Cycles: rep.Cycles,
-		States: map[string]int{}, Ranks: []hangJSONRank{}, Notes: []string{},
+		States: map[string]int{}, Ranks: []hangJSONRank{}, Notes: []string{}, Collectives: []hangJSONColl{},
+	}
+	for i := range rep.Collectives {
+		out.Collectives = append(out.Collectives, *hangColl(&rep.Collectives[i]))
 	}
 	if rc.Candidates != nil {
 		out.RootCause.Candidates = hangRanks(rc.Candidates)
@@ -195,6 +264,7 @@ func writeHangJSON(w io.Writer, rep *hang.Report) error {
 			seq := b.Partner.Seq
 			jb.PeerSeq = &seq
 		}
+		jb.Group, jb.GroupSeq = hangGroup(&e)
 		out.Blocked = append(out.Blocked, jb)
 	}
 	for i := range rep.Mismatches {
@@ -209,13 +279,7 @@ func writeHangJSON(w io.Writer, rep *hang.Report) error {
 			Skipped: d.Skipped, Late: d.Late, MicroBatch: int32(d.MicroBatch)}
 	}
 	for _, n := range rep.Path {
-		if n.Barrier {
-			s := n.Step
-			out.Path = append(out.Path, hangJSONNode{BarrierStep: &s})
-		} else {
-			r := int32(n.Rank)
-			out.Path = append(out.Path, hangJSONNode{Rank: &r})
-		}
+		out.Path = append(out.Path, hangNode(n))
 	}
 	for st, n := range rep.States {
 		out.States[string(st)] = n
@@ -229,6 +293,10 @@ func writeHangJSON(w io.Writer, rep *hang.Report) error {
 		if rs.WaitsFor != trace.NoRank {
 			r := int32(rs.WaitsFor)
 			jr.WaitsFor = &r
+		}
+		if rs.WaitsCollective != nil {
+			n := hangNode(*rs.WaitsCollective)
+			jr.WaitsIn, jr.WaitsOn = &n, hangRanks(rs.WaitsOn)
 		}
 		out.Ranks = append(out.Ranks, jr)
 	}
@@ -320,6 +388,7 @@ func writeHangText(w io.Writer, rep *hang.Report) error {
 		}
 	}
 
+	hangCollectives(&b, rep)
 	b.WriteString("\n")
 	hangRankTable(&b, rep)
 	if len(rep.Notes) > 0 {
@@ -332,18 +401,90 @@ func writeHangText(w io.Writer, rep *hang.Report) error {
 	return err
 }
 
+// hangCollectives summarises the pending collectives, one row per group:
+// the pending sequence numbers, the first of them and who is where in it,
+// and the first that some members never posted.
+func hangCollectives(b *strings.Builder, rep *hang.Report) {
+	if len(rep.Collectives) == 0 {
+		return
+	}
+	var rows [][]string
+	var queued []string
+	groups := 0
+	for lo := 0; lo < len(rep.Collectives); {
+		hi := lo
+		for hi < len(rep.Collectives) && rep.Collectives[hi].Group == rep.Collectives[lo].Group {
+			hi++
+		}
+		groups++
+		cs := rep.Collectives[lo:hi]
+		lo = hi
+		if len(rows) == hangMaxRows {
+			continue
+		}
+		first := &cs[0]
+		name := first.Group
+		if first.Desc != "" {
+			name += " " + first.Desc
+		}
+		seqs := fmt.Sprintf("#%d", first.Seq)
+		if len(cs) > 1 {
+			seqs = fmt.Sprintf("#%d-%d (%d)", first.Seq, cs[len(cs)-1].Seq, len(cs))
+		}
+		in := slices.DeleteFunc(slices.Clone(first.Pending), func(r trace.Rank) bool { return slices.Contains(first.Behind, r) })
+		never := "-"
+		for i := range cs {
+			if len(cs[i].Missing) > 0 {
+				never = fmt.Sprintf("%s (#%d %s)", hangRankRanges(cs[i].Missing), cs[i].Seq, cs[i].Kind)
+				break
+			}
+		}
+		if len(in) == 0 && len(first.Completed) == 0 && never == "-" {
+			// Every member posted it and is blocked before it: queued
+			// behind other work, it tells nothing.
+			queued = append(queued, first.Group)
+			continue
+		}
+		rows = append(rows, []string{name, hangRankRanges(first.Members), seqs, fmt.Sprintf("%s #%d", first.Kind, first.Seq),
+			orDash(hangRankRanges(in)), orDash(hangRankRanges(first.Behind)), orDash(hangRankRanges(first.Completed)), never})
+	}
+	fmt.Fprintf(b, "\nCollectives pending (%d in %d groups; per group its first pending one):\n", len(rep.Collectives), groups)
+	if len(rows) > 0 {
+		hangTable(b, []string{"group", "members", "pending", "first pending", "in it", "blocked before it", "completed it", "never posted"}, rows)
+	}
+	if more := groups - len(rows) - len(queued); more > 0 {
+		fmt.Fprintf(b, "  ... %d more groups (see --format json)\n", more)
+	}
+	if n := len(queued); n > 0 {
+		if n > 16 {
+			queued = append(queued[:16], "...")
+		}
+		fmt.Fprintf(b, "  %d more groups whose members all posted their first pending collective and are blocked before it: %s\n", n, strings.Join(queued, ", "))
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // hangRankTable lists the ranks that matter (not done, not merely waiting
 // in the optimizer barrier, or on the wait-for path), and summarises the
 // others.
 func hangRankTable(b *strings.Builder, rep *hang.Report) {
 	onPath := map[trace.Rank]bool{rep.RootCause.Rank: true}
+	for _, r := range rep.RootCause.Candidates {
+		onPath[r] = true
+	}
 	for _, n := range rep.Path {
-		if !n.Barrier {
+		if n.IsRank() {
 			onPath[n.Rank] = true
 		}
 	}
 	var rows [][]string
-	var barrier, done []trace.Rank
+	var barrier, done, idle []trace.Rank
 	shown := 0
 	for i := range rep.Ranks {
 		rs := &rep.Ranks[i]
@@ -353,6 +494,9 @@ func hangRankTable(b *strings.Builder, rep *hang.Report) {
 			continue
 		case !onPath[rs.Rank] && rs.State == hang.StateBarrier:
 			barrier = append(barrier, rs.Rank)
+			continue
+		case !onPath[rs.Rank] && rs.State == hang.StateIdle && rs.Terminal == "":
+			idle = append(idle, rs.Rank)
 			continue
 		}
 		shown++
@@ -386,6 +530,9 @@ func hangRankTable(b *strings.Builder, rep *hang.Report) {
 	if len(done) > 0 {
 		fmt.Fprintf(b, "  %d ranks finished with nothing pending: %s\n", len(done), hangRankRanges(done))
 	}
+	if len(idle) > 0 {
+		fmt.Fprintf(b, "  %d ranks have nothing in flight in their dumps and nobody waits for them: %s\n", len(idle), hangRankRanges(idle))
+	}
 }
 
 func hangRankRow(rep *hang.Report, rs *hang.RankState) []string {
@@ -408,6 +555,10 @@ func hangRankRow(rep *hang.Report, rs *hang.RankState) []string {
 		waitMs = fmt.Sprintf("%.3f", float64(max(rep.DumpNs-e.IssueNs, 0))/1e6)
 	}
 	switch {
+	case rs.WaitsCollective != nil && len(rs.WaitsOn) > 0:
+		waitsFor = hangRankRanges(rs.WaitsOn)
+	case rs.WaitsCollective != nil:
+		waitsFor = "none: every member joined"
 	case rs.WaitsBarrier:
 		waitsFor = "barrier"
 	case rs.WaitsFor != trace.NoRank:
@@ -421,9 +572,16 @@ func hangRankRow(rep *hang.Report, rs *hang.RankState) []string {
 	return []string{fmt.Sprint(rs.Rank), na(int32(rs.Stage)), na(rs.Pipeline), na(rs.TPRank), state, waiting, waitsFor, waitMs, last}
 }
 
-// hangDescribe says "RECV_F mb 6 c1 s12 <- 4" compactly.
+// hangDescribe says "RECV_F mb 6 c1 step 12 <- 4", or "ALL_REDUCE group 35
+// #7 step 0", compactly.
 func hangDescribe(e *trace.Event) string {
 	s := e.Kind.String()
+	if e.Group != "" && e.Kind.IsCollective() {
+		s += " group " + e.Group
+		if e.GroupSeq >= 0 {
+			s += fmt.Sprintf(" #%d", e.GroupSeq)
+		}
+	}
 	if e.MicroBatch >= 0 {
 		s += fmt.Sprintf(" mb %d", e.MicroBatch)
 	}
@@ -454,6 +612,10 @@ func hangPath(rep *hang.Report) string {
 	for i, n := range rep.Path {
 		if n.Barrier {
 			parts[i] = fmt.Sprintf("optimizer step %d (barrier)", n.Step)
+			continue
+		}
+		if n.Group != "" {
+			parts[i] = fmt.Sprintf("%s group %s #%d (collective)", n.Kind, n.Group, n.GroupSeq)
 			continue
 		}
 		parts[i] = fmt.Sprintf("rank %d", n.Rank)

@@ -15,19 +15,23 @@ import (
 //     wait-for path; or nothing is pending, no mismatch stands without the
 //     missing events, and some rank's events are missing.
 //  2. hung (some op pending): deadlock when the wait-for graph has a cycle;
-//     else mismatch when a chain ends at a pair whose byte counts differ;
-//     else stalled.
+//     else mismatch when a chain ends at a pair whose byte counts differ
+//     (or at a collective whose members disagree); else stalled.
 //  3. not hung: mismatch when anything disagrees, else ok.
 //
 // The root cause is, in order: the lost rank (incomplete); the first
 // departure from the schedule (a skipped micro-batch or a reordered send);
-// the suspect of the first mismatched pair; the end of the wait-for
-// chains (an absent rank, one that stopped, one stuck in compute, one stuck
-// in a transfer: the one that issued last, as the others were waiting for
-// it then); the first cycle; the first remaining mismatch.
+// the suspect of the first mismatched pair; the first collective whose
+// members disagree; the end of the wait-for chains (an absent rank, an idle
+// one, one that stopped, one stuck in compute, one stuck in a collective
+// another member completed, one stuck in a transfer: the one that issued
+// last, as the others were waiting for it then); the first cycle; the
+// first remaining mismatch. A root cause whose rank never joined (or never
+// got to) a collective that blocked ranks wait in says which.
 func (a *analysis) decide() {
 	a.fillRanks()
 	rep := a.rep
+	rep.Collectives = a.collectiveReport()
 	hung := len(rep.Blocked) > 0
 	if len(a.cycles) > 0 {
 		rep.Cycles = len(a.cycles)
@@ -39,7 +43,7 @@ func (a *analysis) decide() {
 		}
 		rep.Path = a.simpleCycle(first)
 		for _, n := range rep.Path[:len(rep.Path)-1] {
-			if !n.Barrier {
+			if n.IsRank() {
 				rep.Cycle = append(rep.Cycle, n.Rank)
 			}
 		}
@@ -64,7 +68,7 @@ func (a *analysis) decide() {
 	switch {
 	case hung && len(a.cycles) > 0:
 		rep.Verdict = VerdictDeadlock
-	case hung && a.anyTerm(sinks, termBadPair):
+	case hung && (a.anyTerm(sinks, termBadPair) || a.anyTerm(sinks, termCollBad)):
 		rep.Verdict = VerdictMismatch
 	case hung:
 		rep.Verdict = VerdictStalled
@@ -89,6 +93,8 @@ func (a *analysis) decide() {
 		rep.RootCause = a.divergenceCause(a.firstDivergence())
 	case a.firstPairMismatch() != nil:
 		rep.RootCause = a.pairCause(a.firstPairMismatch())
+	case a.firstCollMismatch() != nil:
+		rep.RootCause = a.collMismatchCause(a.firstCollMismatch())
 	case rep.Verdict == VerdictDeadlock:
 		rep.RootCause = a.cycleCause()
 	case hung && len(sinks) > 0:
@@ -96,6 +102,7 @@ func (a *analysis) decide() {
 	default:
 		rep.RootCause = a.mismatchCause(&rep.Mismatches[0])
 	}
+	a.collContext(&rep.RootCause)
 	if rep.Path == nil && hung && rep.RootCause.Rank >= 0 && int(rep.RootCause.Rank) < len(a.ranks) && a.reached[rep.RootCause.Rank] {
 		a.setChain(rep.RootCause.Rank)
 	}
@@ -119,7 +126,13 @@ func (a *analysis) fillRanks() {
 			rs.Terminal = terminalNote[ri.term]
 		}
 		if ri.waitsFor >= 0 {
-			if a.isBarrier(ri.waitsFor) {
+			if b := a.groupNode(ri.waitsFor); b != nil && b.coll > 0 {
+				n := a.node(ri.waitsFor)
+				rs.WaitsCollective = &n
+				for _, w := range b.waits {
+					rs.WaitsOn = append(rs.WaitsOn, trace.Rank(w))
+				}
+			} else if b != nil {
 				rs.WaitsBarrier = true
 			} else {
 				rs.WaitsFor = trace.Rank(ri.waitsFor)
@@ -142,13 +155,16 @@ func (a *analysis) fillRanks() {
 
 // terminalNote is RankState.Terminal per terminal kind.
 var terminalNote = [...]string{
-	termNone:    "",
-	termCompute: "never ended",
-	termStopped: "stopped",
-	termAbsent:  "no events",
-	termStuck:   "transfer never completed",
-	termBadPair: "pair can never complete",
-	termBarrier: "",
+	termNone:     "",
+	termCompute:  "never ended",
+	termStopped:  "stopped",
+	termAbsent:   "no events",
+	termStuck:    "transfer never completed",
+	termBadPair:  "pair can never complete",
+	termBarrier:  "",
+	termIdle:     "nothing in flight in its dump",
+	termCollDone: "collective completed elsewhere, not here",
+	termCollBad:  "collective members disagree",
 }
 
 func minRank(a *analysis, comp []int32) int32 {
@@ -469,11 +485,17 @@ func (a *analysis) sinkCause(sinks []int32) RootCause {
 	if rs := rank(termAbsent); len(rs) > 0 {
 		return a.absentCause(rs)
 	}
+	if rs := rank(termIdle); len(rs) > 0 {
+		return a.idleCause(rs)
+	}
 	if rs := rank(termStopped); len(rs) > 0 {
 		return a.stoppedCause(rs[0])
 	}
 	if rs := rank(termCompute); len(rs) > 0 {
 		return a.computeCause(rs)
+	}
+	if rs := rank(termCollDone); len(rs) > 0 {
+		return a.collStuckCause(rs)
 	}
 	if rs := rank(termStuck); len(rs) > 0 {
 		return a.stuckCause(rs)
@@ -481,6 +503,9 @@ func (a *analysis) sinkCause(sinks []int32) RootCause {
 	for _, v := range sinks {
 		if a.isBarrier(v) {
 			b := a.barriers[int(v)-len(a.ranks)]
+			if b.coll > 0 {
+				return a.collHangCause(b.coll - 1)
+			}
 			rc := a.cause(trace.NoRank, "optimizer_barrier")
 			rc.Step = b.step
 			rc.Summary = fmt.Sprintf("every rank posted the optimizer step of step %d and it never completed: the collective inside it hangs (check the NCCL communicator and the network)", b.step)
@@ -597,6 +622,10 @@ func (a *analysis) cycleCause() RootCause {
 	for _, n := range rep.Path[:len(rep.Path)-1] {
 		if n.Barrier {
 			parts = append(parts, fmt.Sprintf("the optimizer step of step %d waits for the ranks that have not reached it", n.Step))
+			continue
+		}
+		if n.Group != "" {
+			parts = append(parts, fmt.Sprintf("%s #%d of group %s waits for the members that have not joined it", n.Kind, n.GroupSeq, n.Group))
 			continue
 		}
 		parts = append(parts, a.doing(n.Rank))

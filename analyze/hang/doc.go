@@ -7,11 +7,30 @@
 //
 // Sends and receives match as NCCL's do: between an ordered pair of ranks
 // (src, dst), the k-th send of src to dst meets the k-th receive of dst
-// from src, whatever their labels. The event model has no communicator
-// column, so the rank pair is the channel (interleaved chunks share it, as
-// they share the communicator). Each matched pair is then checked label by
-// label: step, micro-batch, kind (SEND_F with RECV_F, SEND_B with RECV_B),
-// shape, dtype, bytes.
+// from src, whatever their labels. The rank pair is the channel
+// (interleaved chunks share it, as they share the communicator); when
+// every P2P op names its process group (the Group column, as Flight
+// Recorder dumps give it), the channel is (group, src, dst). Sequence
+// numbers of P2P ops are not used: a Flight Recorder's p2p_seq_id counts
+// each rank's own ops, so a send and its receive carry different ones.
+// Each matched pair is then checked label by label: step, micro-batch,
+// kind (SEND_F with RECV_F, SEND_B with RECV_B), shape, dtype, bytes.
+//
+// # Collectives
+//
+// Collectives match per process group by sequence number (GroupSeq): for
+// each collective, which members posted it, which completed it (a row that
+// ended, a later collective of the group, or the dump's progress), and
+// which never posted it (their last sequence number in the group is
+// lower); members that posted different collectives, dtypes or sizes under
+// one number disagree. A rank blocked in a collective waits for the
+// members that never posted it and for those blocked in an earlier op
+// (Flight Recorder dumps show work posted ahead of the GPU); the chain goes
+// on through their own P2P ops and collectives to a root. A collective
+// that some member completed is over for the group: a rank still showing
+// it pending stopped making progress itself (a GPU error, a hung kernel).
+// A rank whose dump holds nothing in flight (Options.Dumps) is idle: its
+// host stopped issuing work.
 //
 // # Semantics assumed
 //

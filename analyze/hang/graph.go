@@ -10,17 +10,24 @@ import (
 type barrier struct {
 	step  int64
 	waits []int32 // ranks that have not reached it, increasing
+	coll  int32   // 1 + the collective (collective.go) of a collective node; 0 for an optimizer barrier
 }
 
 // Nodes of the wait-for graph are the ranks (0..len(ranks)-1) followed by
-// the barriers.
+// the barriers: the optimizer barriers, then the collective nodes
+// (collective_graph.go), which are barriers of the members that have not
+// joined a collective.
 func (a *analysis) numNodes() int { return len(a.ranks) + len(a.barriers) }
 
 func (a *analysis) isBarrier(v int32) bool { return int(v) >= len(a.ranks) }
 
 func (a *analysis) node(v int32) Node {
 	if a.isBarrier(v) {
-		return Node{Rank: trace.NoRank, Barrier: true, Step: a.barriers[int(v)-len(a.ranks)].step}
+		b := &a.barriers[int(v)-len(a.ranks)]
+		if b.coll > 0 {
+			return a.collNodeInfo(b.coll - 1)
+		}
+		return Node{Rank: trace.NoRank, Barrier: true, Step: b.step}
 	}
 	return Node{Rank: trace.Rank(v), Step: -1}
 }
@@ -85,6 +92,10 @@ func (a *analysis) buildGraph() {
 			a.p2pEdge(ri)
 		case StateCompute:
 			ri.term = termCompute
+		case StateCollective:
+			a.collEdge(ri)
+		case StateIdle:
+			ri.term = termIdle
 		case StateDone:
 			ri.term = termStopped
 		case StateAbsent:
@@ -119,8 +130,9 @@ func (a *analysis) buildGraph() {
 // waits for its sends (it finished its actions: it is alive); otherwise
 // the side that started alone,
 // or posted last without the transfer starting, was alive when the other
-// was not, so the other is waited for; a transfer both sides started (or
-// a peer that went on) leaves this rank stuck in it, terminal.
+// was not, so the other is waited for; a peer blocked in an op before its
+// side never got to it and is waited for; a transfer both sides started
+// (or a peer that went on) leaves this rank stuck in it, terminal.
 func (a *analysis) p2pEdge(ri *rankInfo) {
 	t := a.t
 	b := ri.block
@@ -145,6 +157,11 @@ func (a *analysis) p2pEdge(ri *rankInfo) {
 		ri.waitsFor = int32(peer)
 	case t.EndNs[p] != trace.NoTime:
 		ri.term = termStuck // the peer's side completed and ours did not
+	case a.blockedBefore(peer, p):
+		// The peer posted its side ahead of its work (asynchronous
+		// collectives and P2P, as a Flight Recorder dump shows them) and
+		// is blocked in an earlier op: it never got to its side.
+		ri.waitsFor = int32(peer)
 	case ri.state == StateSend:
 		// It finished its actions and waits for its sends: it is alive,
 		// and waits for the receiver's side.
@@ -158,6 +175,13 @@ func (a *analysis) p2pEdge(ri *rankInfo) {
 	default:
 		ri.term = termStuck
 	}
+}
+
+// blockedBefore reports whether rank r is blocked in an op (not a send)
+// that comes before its row p: its work never got to p.
+func (a *analysis) blockedBefore(r trace.Rank, p int) bool {
+	b := a.ranks[r].block
+	return b >= 0 && b < p && !a.t.Kind[b].IsSend()
 }
 
 // chainStuck links ranks stuck in transfers: a rank stuck in a transfer

@@ -44,6 +44,13 @@ const (
 	RankAbsent            MismatchKind = "rank_absent"             // no events from a rank the job has
 	EarlyExit             MismatchKind = "early_exit"              // a rank stopped recording while others wait for it
 	OptimizerSkipMismatch MismatchKind = "optimizer_skip_mismatch" // OPT_SKIP on some ranks, OPT on others, in one step
+
+	// Collective kinds (an extension of DESIGN.md's list): about one
+	// collective of a process group, by sequence number.
+	CollectiveMismatch      MismatchKind = "collective_mismatch"       // members posted different collectives under one sequence number
+	CollectiveDtypeMismatch MismatchKind = "collective_dtype_mismatch" // members of one collective give different dtypes
+	CollectiveSizeMismatch  MismatchKind = "collective_size_mismatch"  // members of one all-reduce, all-gather, reduce-scatter, broadcast or reduce give different sizes
+	MissingCollective       MismatchKind = "missing_collective"        // a pending collective some members of its group never posted
 )
 
 // State is what a rank was doing when the dump was written.
@@ -56,9 +63,16 @@ const (
 	StateSend    State = "send"    // only sends pending: waiting for them to complete before its optimizer step
 	StateBarrier State = "barrier" // posted OPT (or OPT_SKIP): waiting for every rank to reach the optimizer step
 	StateCompute State = "compute" // in an op that is not P2P and not OPT (F, B, W, DATA...) that never ended: stuck or died there
-	StateExited  State = "exited"  // nothing pending, last op an optimizer step, and others wait for it: it left early
-	StateSilent  State = "silent"  // nothing pending, last op mid-step, and others wait for it: it died without a record, or lost its last events
-	StateAbsent  State = "absent"  // no events at all
+	// StateCollective: blocked in a collective of a known process group
+	// (its first pending op that is not a send), which waits for the
+	// members that have not joined it.
+	StateCollective State = "collective"
+	// StateIdle: wrote a dump (Options.Dumps) with nothing in flight: its
+	// host stopped issuing work.
+	StateIdle   State = "idle"
+	StateExited State = "exited" // nothing pending, last op an optimizer step, and others wait for it: it left early
+	StateSilent State = "silent" // nothing pending, last op mid-step, and others wait for it: it died without a record, or lost its last events
+	StateAbsent State = "absent" // no events at all
 )
 
 // KindOptSkip is the free-form kind a rank records instead of OPT when it
@@ -82,6 +96,16 @@ type Options struct {
 	// ranks as incomplete: a diagnosis that depends on them says so instead
 	// of blaming them. Nil when unknown.
 	Files []File
+	// Groups describes the process groups of the trace's Group column, by
+	// name: a collective's members are its group's ranks (for a group not
+	// listed, the ranks that have collectives in it). Nil when unknown.
+	Groups map[string]Group
+	// Dumps holds, per rank, what its communicator dump (a PyTorch Flight
+	// Recorder file) says beyond its rows: a rank with a dump and nothing
+	// in flight is idle, not absent, and the dumps' progress tells which
+	// collectives a member completed when its rows do not. Nil when the
+	// trace does not come from such dumps.
+	Dumps map[trace.Rank]Dump
 }
 
 // File is what the reader knows about one input file.
@@ -110,6 +134,9 @@ type Report struct {
 	Notes      []string      // what the analysis assumed or could not use
 	Cycles     int           // wait-for cycles found (Cycle shows the first)
 	States     map[State]int // number of ranks in each state
+	// Collectives lists every collective pending on some member: its
+	// groups in the order of their first such collective, each by seq.
+	Collectives []Collective
 }
 
 // Job is the shape of the job as the trace and Options describe it.
@@ -138,6 +165,12 @@ type RankState struct {
 	// in the optimizer barrier (WaitsBarrier).
 	WaitsFor     trace.Rank
 	WaitsBarrier bool
+	// WaitsCollective is the collective node it waits in (blocked in a
+	// collective no member completed), and WaitsOn the members that node
+	// waits for (never posted it, or blocked in an earlier op); nil when
+	// none.
+	WaitsCollective *Node
+	WaitsOn         []trace.Rank
 	// Terminal says why a blocked rank waits for no one: "pair can never
 	// complete", "transfer never completed", "never ended", "stopped",
 	// "no events"; "" when it waits for someone or is not blocked.
@@ -167,6 +200,10 @@ type Mismatch struct {
 	Count      int          // occurrences this entry stands for, >= 1
 	Send, Recv *trace.Event // the pair's ops, when a pair kind (either may be nil for missing_*)
 	Suspect    trace.Rank   // the rank that most likely diverged; NoRank when the trace cannot tell
+	// Collective is the collective a collective kind is about (Ranks then
+	// names the members that differ, or those that never posted it);
+	// nil for the others.
+	Collective *Collective
 }
 
 // Divergence is where a rank's ops first depart from its stage's action list
@@ -193,13 +230,21 @@ type RootCause struct {
 	Candidates []trace.Rank // set when the trace cannot decide between these ranks
 }
 
-// Node is one node of a wait-for path: a rank, or the optimizer barrier of
-// a step (which waits for every rank that has not reached it).
+// Node is one node of a wait-for path: a rank, the optimizer barrier of a
+// step (which waits for every rank that has not reached it), or a
+// collective (Group set: it waits for the members that have not joined it).
 type Node struct {
-	Rank    trace.Rank // NoRank for a barrier node
+	Rank    trace.Rank // NoRank for a barrier or collective node
 	Barrier bool
 	Step    int64 // the barrier's step
+
+	Group    string     // a collective node's process group; "" otherwise
+	GroupSeq int64      // its sequence number in the group
+	Kind     trace.Kind // its kind
 }
+
+// IsRank reports whether n is a rank (not a barrier or a collective).
+func (n Node) IsRank() bool { return !n.Barrier && n.Group == "" }
 
 // Run diagnoses t, the events a job's ranks recorded before the dump. It
 // never modifies t. t should have passed trace.Validate (ingest runs it);
@@ -218,6 +263,12 @@ type Node struct {
 //     labels; per-pair FIFO queues, linear in the ops. Each pair is checked
 //     for step/micro-batch/kind labels (order_mismatch), then shape, dtype
 //     and bytes.
+//     2b. Collectives (collective.go): per process group and sequence
+//     number, which members posted, completed, or never posted the
+//     collective (a member whose last seq in the group is lower), and
+//     whether they agree on its kind, dtype and size. A rank blocked in a
+//     collective is in state collective; one whose dump holds nothing in
+//     flight is idle.
 //  3. Lost data: ranks whose file lost bytes, and ranks whose peers hold
 //     completed ops that no op of theirs matches (their events are missing).
 //  4. Schedule check: with a known schedule in the metadata, each rank's
@@ -229,7 +280,11 @@ type Node struct {
 //     pair that never completed waits for nobody when its byte counts
 //     differ (it can never complete) or when the peer has moved on
 //     (sends do not block it), and for the peer when the peer stopped or
-//     posted first and never started. Ranks in compute, stopped or absent
+//     posted first and never started, or is blocked in an op before its
+//     side. A rank in a collective waits for the collective's node, which
+//     waits for the members that never posted it and those blocked in an
+//     earlier op; a collective some member completed, or whose members
+//     disagree, waits for nobody. Ranks in compute, stopped, idle or absent
 //     wait for nobody. Cycles are found with Tarjan's algorithm.
 //  6. Verdict and root cause, see Verdict.
 func Run(t *trace.Trace, opt Options) (*Report, error) {
@@ -245,6 +300,7 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	}
 	a.scanRanks()         // 1
 	a.match()             // 2
+	a.matchCollectives()  // 2b
 	a.markLost()          // 3
 	a.checkProgram()      // 4
 	a.buildGraph()        // 5

@@ -9,11 +9,34 @@ import (
 
 // channel holds the P2P ops of one ordered rank pair (src, dst) in issue
 // order: src's sends to dst and dst's receives from src. The k-th of each
-// meet, as NCCL's do.
+// meet, as NCCL's do. When every P2P op of the trace names its process
+// group, the channel is (group, src, dst): communicators do not match each
+// other's ops.
 type channel struct {
 	src, dst trace.Rank
 	sends    []int32 // rows
 	recvs    []int32 // rows
+}
+
+// chanKey identifies a channel: the rank pair, and the group's index when
+// channels are per group (0 otherwise).
+type chanKey struct {
+	pair  uint64
+	group int32
+}
+
+// p2pGroups reports whether every P2P op of t names its process group.
+func p2pGroups(t *trace.Trace) bool {
+	found := false
+	for i := 0; i < t.Len(); i++ {
+		if t.Kind[i].IsP2P() {
+			if t.Group[i] == "" {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
 }
 
 // pairMismatch is the first pair of a channel showing one mismatch kind,
@@ -31,11 +54,14 @@ type pairMismatch struct {
 func (a *analysis) match() {
 	t := a.t
 	a.partner = make([]int32, t.Len())
-	chanOf := map[uint64]int32{}
+	chanOf := map[chanKey]int32{}
+	byGroup := p2pGroups(t)
+	groupOf := map[string]int32{}
+	lastGroup, lastGID := "", int32(0)
 	// A rank talks to few peers: remember the last few channels it used so
 	// most ops skip the map.
 	type cached struct {
-		key uint64
+		key chanKey
 		id  int32
 	}
 	var cache [4]cached
@@ -50,7 +76,18 @@ func (a *analysis) match() {
 		if k.IsRecv() {
 			src, dst = dst, src
 		}
-		key := uint64(uint32(src))<<32 | uint64(uint32(dst))
+		key := chanKey{pair: uint64(uint32(src))<<32 | uint64(uint32(dst))}
+		if byGroup {
+			if g := t.Group[i]; g != lastGroup || lastGID == 0 {
+				id, ok := groupOf[g]
+				if !ok {
+					id = int32(len(groupOf)) + 1
+					groupOf[g] = id
+				}
+				lastGroup, lastGID = g, id
+			}
+			key.group = lastGID
+		}
 		if t.Rank[i] != cacheRank {
 			cacheRank = t.Rank[i]
 			cache = [4]cached{}

@@ -17,6 +17,8 @@ func category(k MismatchKind) int {
 		return 0
 	case MissingSend, MissingRecv:
 		return 1
+	case CollectiveMismatch, CollectiveDtypeMismatch, CollectiveSizeMismatch, MissingCollective:
+		return 1
 	}
 	return 2
 }
@@ -29,6 +31,11 @@ func mismatchTime(m *Mismatch) int64 {
 	}
 	if m.Recv != nil {
 		t = max(t, m.Recv.IssueNs)
+	}
+	if m.Collective != nil {
+		for _, e := range m.Collective.Ops {
+			t = max(t, e.IssueNs)
+		}
 	}
 	return t
 }
@@ -130,6 +137,7 @@ func (a *analysis) collectMismatches() {
 		out = append(out, m)
 	}
 	out = append(out, a.optSkips()...)
+	out = append(out, a.collectiveMismatches()...)
 
 	slices.SortStableFunc(out, func(x, y Mismatch) int {
 		return cmp.Or(cmp.Compare(category(x.Kind), category(y.Kind)), cmp.Compare(x.Step, y.Step),
@@ -272,6 +280,10 @@ func (a *analysis) doing(r trace.Rank) string {
 		return fmt.Sprintf("rank %d waits in the optimizer step of step %d", r, w.Step)
 	case StateCompute:
 		return fmt.Sprintf("rank %d is in %s, which never ended", r, describeOp(w))
+	case StateCollective:
+		return fmt.Sprintf("rank %d waits in %s", r, a.describeColl(ri.block))
+	case StateIdle:
+		return fmt.Sprintf("rank %d's dump holds nothing in flight", r)
 	}
 	if ri.lastDone < 0 {
 		return fmt.Sprintf("rank %d has nothing pending", r)

@@ -28,19 +28,24 @@ type analysis struct {
 	barrierOf map[int64]int32 // step -> index in barriers
 	cycles    [][]int32       // node lists of the cycles found (SCCs of size > 1)
 	reached   []bool          // per node: reachable from a blocked rank
+
+	cs *collState // collective matching (collective.go); nil when the trace has no collective in a named group
 }
 
 // termKind says why a node of the wait-for graph waits for nobody.
 type termKind uint8
 
 const (
-	termNone    termKind = iota // waits for another node, or is not blocked
-	termCompute                 // in compute (or another non-P2P, non-OPT op) that never ended
-	termStopped                 // nothing pending (exited, silent, or done)
-	termAbsent                  // no events
-	termStuck                   // in a matched pair that never completed, with the peer gone on
-	termBadPair                 // in a matched pair whose byte counts differ: it can never complete
-	termBarrier                 // an optimizer barrier every rank has reached (it never completed)
+	termNone     termKind = iota // waits for another node, or is not blocked
+	termCompute                  // in compute (or another non-P2P, non-OPT op) that never ended
+	termStopped                  // nothing pending (exited, silent, or done)
+	termAbsent                   // no events
+	termStuck                    // in a matched pair that never completed, with the peer gone on
+	termBadPair                  // in a matched pair whose byte counts differ: it can never complete
+	termBarrier                  // an optimizer barrier every rank has reached (it never completed)
+	termIdle                     // wrote a dump with nothing in flight
+	termCollDone                 // in a collective another member completed: it stopped making progress itself
+	termCollBad                  // in a collective whose members disagree: it can never complete
 )
 
 // rankInfo is what the analysis knows about one rank.
@@ -233,9 +238,17 @@ func (a *analysis) describeRank(r trace.Rank) string {
 	return fmt.Sprintf("rank %d (stage %d)", r, a.ranks[r].stage)
 }
 
-// describeOp says "RECV_F mb 6 of step 12 from rank 4".
+// describeOp says "RECV_F mb 6 of step 12 from rank 4", or "ALL_REDUCE
+// (group 35 #7) of step 12".
 func describeOp(e *trace.Event) string {
 	s := e.Kind.String()
+	if e.Kind.IsCollective() && e.Group != "" {
+		if e.GroupSeq >= 0 {
+			s += fmt.Sprintf(" (group %s #%d)", e.Group, e.GroupSeq)
+		} else {
+			s += fmt.Sprintf(" (group %s)", e.Group)
+		}
+	}
 	if e.MicroBatch != trace.NoMicroBatch {
 		s += fmt.Sprintf(" mb %d", e.MicroBatch)
 	}

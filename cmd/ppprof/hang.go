@@ -7,6 +7,7 @@ import (
 	"github.com/ppprof/ppprof/analyze/hang"
 	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/report"
+	"github.com/ppprof/ppprof/trace"
 	"github.com/spf13/cobra"
 )
 
@@ -62,7 +63,9 @@ func hangRun(opts *hangOptions) error {
 	if err != nil {
 		return err
 	}
-	rep, err := hang.Run(res.Trace, hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(res.Files)})
+	hopt := hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(res.Files)}
+	hopt.Groups, hopt.Dumps = hangComms(res.Comms)
+	rep, err := hang.Run(res.Trace, hopt)
 	if err != nil {
 		return fmt.Errorf("diagnosing %s: %w", describePaths(opts.paths), err)
 	}
@@ -85,4 +88,31 @@ func hangFiles(fs []ingest.FileInfo) []hang.File {
 		out[i] = hang.File{Path: f.Path, Ranks: f.Ranks, Truncated: f.Truncated, BytesLost: f.BytesLost}
 	}
 	return out
+}
+
+// hangComms passes what ingest learnt about communicators (process groups,
+// Flight Recorder dumps) to the analysis; nils when it learnt nothing.
+func hangComms(c *ingest.Comms) (map[string]hang.Group, map[trace.Rank]hang.Dump) {
+	if c == nil {
+		return nil, nil
+	}
+	var groups map[string]hang.Group
+	if len(c.Groups) > 0 {
+		groups = make(map[string]hang.Group, len(c.Groups))
+		for name, g := range c.Groups {
+			groups[name] = hang.Group{Desc: g.Desc, Ranks: g.Ranks}
+		}
+	}
+	var dumps map[trace.Rank]hang.Dump
+	if len(c.FlightRecorder) > 0 {
+		dumps = make(map[trace.Rank]hang.Dump, len(c.FlightRecorder))
+		for r, f := range c.FlightRecorder {
+			d := hang.Dump{Path: f.Path, Entries: f.Entries, Progress: make(map[string]hang.GroupProgress, len(f.PGStatus))}
+			for k, st := range f.PGStatus {
+				d.Progress[k] = hang.GroupProgress{LastEnqueued: st.LastEnqueued, LastStarted: st.LastStarted, LastCompleted: st.LastCompleted}
+			}
+			dumps[r] = d
+		}
+	}
+	return groups, dumps
 }
