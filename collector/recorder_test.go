@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/trace"
@@ -400,5 +401,12 @@ func TestResetTrace(t *testing.T) {
 		if f := v.Field(i); f.Kind() == reflect.Slice && f.Len() != 0 {
 			t.Errorf("column %s keeps %d rows", v.Type().Field(i).Name, f.Len())
 		}
+	}
+}
+
+// TestSlotSize: a slot is two cache lines, as the hot path's cost assumes.
+func TestSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(slot{}); n != 128 {
+		t.Errorf("slot is %d bytes, want 128", n)
 	}
 }
