@@ -143,8 +143,7 @@ def _wrap_batch_p2p(mod, rec, state):
     if orig is not None:
         def _batch_p2p(p2p_ops, *args, **kwargs):
             spans = issue(p2p_ops)
-            work = orig(p2p_ops, *args, **kwargs)
-            return _BatchWork(work, spans) if work is not None and spans else work
+            return _track(orig(p2p_ops, *args, **kwargs), spans)
         mod._batch_p2p = _batch_p2p
 
     orig_sorted = getattr(mod, "_sorted_batch_p2p", None)
@@ -155,23 +154,54 @@ def _wrap_batch_p2p(mod, rec, state):
                 by_peer.setdefault(op.peer, []).append(op)
             spans = {peer: issue(ops) for peer, ops in by_peer.items()}
             works = orig_sorted(p2p_ops, *args, **kwargs)
-            return {peer: _BatchWork(w, spans.get(peer, [])) for peer, w in works.items()}
+            return {peer: _track(w, spans.get(peer, [])) for peer, w in works.items()}
         mod._sorted_batch_p2p = _sorted_batch_p2p
 
 
+def _track(works, spans):
+    """Wrap what a batch returned (one work, as in torch 2.4, or a list of
+    works, as later) so that the batch's spans complete once every work of
+    it has been waited."""
+    if works is None or not spans:
+        return works
+    if isinstance(works, (list, tuple)):
+        if not works:
+            return works
+        batch = _Batch(spans, len(works))
+        return type(works)(_BatchWork(w, batch) for w in works)
+    return _BatchWork(works, _Batch(spans, 1))
+
+
+class _Batch:
+    """The spans of one batch of P2P ops and how many works are unwaited."""
+
+    __slots__ = ("spans", "left")
+
+    def __init__(self, spans, works):
+        self.spans, self.left = spans, works
+
+    def waited(self):
+        self.left -= 1
+        if self.left == 0:
+            spans, self.spans = self.spans, []
+            for rec, span in spans:
+                rec.complete(span)
+
+
 class _BatchWork:
-    """A batch's work: wait() completes every op of the batch."""
+    """One work of a batch: its first wait() counts towards completing the
+    batch's ops. Everything else is the wrapped work's."""
 
-    __slots__ = ("_work", "_spans")
+    __slots__ = ("_work", "_batch")
 
-    def __init__(self, work, spans):
-        self._work, self._spans = work, spans
+    def __init__(self, work, batch):
+        self._work, self._batch = work, batch
 
     def wait(self, *args, **kwargs):
         out = self._work.wait(*args, **kwargs)
-        spans, self._spans = self._spans, []
-        for rec, span in spans:
-            rec.complete(span)
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            batch.waited()
         return out
 
     def __getattr__(self, name):

@@ -297,6 +297,31 @@ class PipeliningTest(unittest.TestCase):
         completed = sum(1 for c in first if c[0] == "complete")
         self.assertEqual((issued, completed), (8, 6), "the two unwaited sends stay pending")
 
+    def test_batch_of_works(self):
+        """Later torch returns a list of works from _batch_p2p and waits
+        each (_wait_batch_p2p): the batch's ops complete after the last."""
+        from ppprof.pipelining import _wrap_batch_p2p, _State
+        import types
+
+        class Op:
+            def __init__(self, peer):
+                self.peer, self.tensor = peer, None
+                self._ppprof = (ppprof.SEND_F, 0, 0, 0)
+
+        works = [FakeWork(), FakeWork()]
+        mod = types.SimpleNamespace(_batch_p2p=lambda ops, desc=None: list(works))
+        r, lib = new()
+        _wrap_batch_p2p(mod, r, _State(0))
+        got = mod._batch_p2p([Op(3), Op(3)])
+        self.assertIsInstance(got, list)
+        self.assertEqual(lib.names().count("issue"), 2)
+        got[0].wait()
+        self.assertEqual(lib.names().count("complete"), 0)
+        for w in got:  # as torch's _wait_batch_p2p does
+            w.wait()
+        self.assertEqual(lib.names().count("complete"), 2)
+        self.assertEqual([w.waited for w in works], [2, 1])
+
 
 if __name__ == "__main__":
     unittest.main()
