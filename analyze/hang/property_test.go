@@ -15,7 +15,8 @@ import (
 var verdicts = []hang.Verdict{hang.VerdictOK, hang.VerdictDeadlock, hang.VerdictStalled, hang.VerdictMismatch, hang.VerdictIncomplete}
 
 var mismatchKinds = []hang.MismatchKind{hang.MissingSend, hang.MissingRecv, hang.ShapeMismatch, hang.DtypeMismatch,
-	hang.BytesMismatch, hang.OrderMismatch, hang.RankAbsent, hang.EarlyExit, hang.OptimizerSkipMismatch}
+	hang.BytesMismatch, hang.OrderMismatch, hang.RankAbsent, hang.EarlyExit, hang.OptimizerSkipMismatch,
+	hang.CollectiveMismatch, hang.CollectiveDtypeMismatch, hang.CollectiveSizeMismatch, hang.MissingCollective}
 
 // invariants checks what holds for any report of any trace, and returns ""
 // or what broke.
@@ -48,7 +49,7 @@ func invariants(tr *trace.Trace, rep *hang.Report) string {
 		}
 	}
 	for _, n := range rep.Path {
-		if !n.Barrier && (n.Rank < 0 || int(n.Rank) >= len(rep.Ranks)) {
+		if n.IsRank() && (n.Rank < 0 || int(n.Rank) >= len(rep.Ranks)) {
 			return fmt.Sprintf("path node %+v out of range", n)
 		}
 	}
