@@ -121,7 +121,19 @@ class _Null:
         return False
 
 
+def die_with_parent():
+    """Ask Linux to kill this rank when train.py dies, so that killing
+    train.py alone leaves no rank behind."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def worker(rank, args):
+    die_with_parent()
     p, m = args.world, args.microbatches
     torch.set_num_threads(1)
     torch.manual_seed(args.seed * 7919 + rank)
