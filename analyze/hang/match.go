@@ -18,11 +18,12 @@ type channel struct {
 	recvs    []int32 // rows
 }
 
-// chanKey identifies a channel: the rank pair, and the group's index when
-// channels are per group (0 otherwise).
-type chanKey struct {
-	pair  uint64
-	group int32
+// chanKey packs a channel's identity into one word: src and dst (below
+// MaxRanks, 22 bits each) and the group's index when channels are per
+// group (0 otherwise; 20 bits, the last index shared past a million
+// groups).
+func chanKey(src, dst trace.Rank, group uint64) uint64 {
+	return uint64(src)<<42 | uint64(dst)<<20 | min(group, 1<<20-1)
 }
 
 // p2pGroups reports whether every P2P op of t names its process group.
@@ -54,14 +55,14 @@ type pairMismatch struct {
 func (a *analysis) match() {
 	t := a.t
 	a.partner = make([]int32, t.Len())
-	chanOf := map[chanKey]int32{}
+	chanOf := map[uint64]int32{}
 	byGroup := p2pGroups(t)
-	groupOf := map[string]int32{}
-	lastGroup, lastGID := "", int32(0)
+	groupOf := map[string]uint64{}
+	lastGroup, lastGID := "", uint64(0)
 	// A rank talks to few peers: remember the last few channels it used so
 	// most ops skip the map.
 	type cached struct {
-		key chanKey
+		key uint64
 		id  int32
 	}
 	var cache [4]cached
@@ -76,18 +77,19 @@ func (a *analysis) match() {
 		if k.IsRecv() {
 			src, dst = dst, src
 		}
-		key := chanKey{pair: uint64(uint32(src))<<32 | uint64(uint32(dst))}
+		gid := uint64(0)
 		if byGroup {
 			if g := t.Group[i]; g != lastGroup || lastGID == 0 {
 				id, ok := groupOf[g]
 				if !ok {
-					id = int32(len(groupOf)) + 1
+					id = uint64(len(groupOf)) + 1
 					groupOf[g] = id
 				}
 				lastGroup, lastGID = g, id
 			}
-			key.group = lastGID
+			gid = lastGID
 		}
+		key := chanKey(src, dst, gid)
 		if t.Rank[i] != cacheRank {
 			cacheRank = t.Rank[i]
 			cache = [4]cached{}
