@@ -146,3 +146,27 @@ func TestHangCollectiveJSON(t *testing.T) {
 		t.Errorf("rank 0 %+v", r)
 	}
 }
+
+// TestHangCollectiveHTMLGraph: the HTML wait-for graph labels a collective
+// node with its kind, group and number, not as a rank.
+func TestHangCollectiveHTMLGraph(t *testing.T) {
+	tr, opt := collectiveChain()
+	rep, err := hang.Run(tr, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := hangSection(rep).Graph
+	if g == nil {
+		t.Fatal("no wait-for graph")
+	}
+	found := false
+	for _, n := range g.Nodes {
+		if strings.Contains(n.Label, "rank -1") {
+			t.Errorf("collective node drawn as a rank: %+v", n)
+		}
+		found = found || n.Label == "ALL_REDUCE" && n.Sub == "group dp #5"
+	}
+	if !found {
+		t.Errorf("no collective node in %+v", g.Nodes)
+	}
+}

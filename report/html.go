@@ -623,6 +623,8 @@ func layoutWaitFor(path []hang.Node, cycle bool, root trace.Rank, stageOf map[tr
 		wn := waitNode{X: int(c[0]) - nw/2, Y: int(c[1]) - nh/2, W: nw, H: nh, TX: int(c[0]), TY1: int(c[1]) - 4, TY2: int(c[1]) + 14}
 		if nd.Barrier {
 			wn.Label, wn.Sub = "OPT barrier", fmt.Sprintf("step %d", nd.Step)
+		} else if nd.Group != "" {
+			wn.Label, wn.Sub = nd.Kind.String(), fmt.Sprintf("group %s #%d", nd.Group, nd.GroupSeq)
 		} else {
 			wn.Label = fmt.Sprintf("rank %d", nd.Rank)
 			if st, ok := stageOf[nd.Rank]; ok && st >= 0 {
