@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime/debug"
 
 	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
 )
 
 // Warning is something wrong with a file that did not stop it from being
@@ -113,6 +115,18 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 			return nil, &FileError{Path: path, Err: osReason(err)}
 		}
 		return readChromeFile(path, f, format, opt)
+	}
+	if format := Sniff(prefix); format == FormatArrowFile || format == FormatArrowStream {
+		// Arrow is decoded from the file's pages in place (the decoder
+		// copies what it keeps); a file truncated meanwhile faults, which
+		// readArrow recovers as an error.
+		data, release, err := arrowv1.MapFile(f)
+		if err != nil {
+			return nil, &FileError{Path: path, Err: osReason(err)}
+		}
+		defer release()
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		return readData(path, data, opt)
 	}
 	rest, err := io.ReadAll(f)
 	if err != nil {

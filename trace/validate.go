@@ -41,6 +41,8 @@ func (t *Trace) Validate() error {
 		tp       int32
 	}
 	ranks := make(map[Rank]*rankState)
+	var cur *rankState // the state of curRank, the previous row's rank
+	var curRank Rank
 	bad := func(i int, col, format string, args ...any) error {
 		return &RowError{Row: i, Rank: t.Rank[i], Column: col, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -94,10 +96,16 @@ func (t *Trace) Validate() error {
 		} else if t.Peer[i] < NoRank {
 			return bad(i, "peer", "peer %d (want >= 0, or -1 for none)", t.Peer[i])
 		}
-		st, ok := ranks[r]
-		if !ok {
-			ranks[r] = &rankState{lastSeq: t.Seq[i], pipeline: t.Pipeline[i], stage: t.Stage[i], tp: t.TPRank[i]}
-			continue
+		// Rows come in runs of one rank: look the rank up once per run.
+		st := cur
+		if st == nil || r != curRank {
+			var ok bool
+			if st, ok = ranks[r]; !ok {
+				st = &rankState{lastSeq: t.Seq[i], pipeline: t.Pipeline[i], stage: t.Stage[i], tp: t.TPRank[i]}
+				ranks[r], cur, curRank = st, st, r
+				continue
+			}
+			cur, curRank = st, r
 		}
 		if t.Seq[i] <= st.lastSeq {
 			return bad(i, "seq", "seq %d not after the rank's previous seq %d", t.Seq[i], st.lastSeq)

@@ -65,6 +65,12 @@ func Read(data []byte) (*Result, error) {
 }
 
 func read(data []byte, mem memory.Allocator) (*Result, error) {
+	return readWith(data, mem, true)
+}
+
+// readWith is read with the fast decoder (decode_fast.go) tried first when
+// fast is set; tests compare it with the checked path alone.
+func readWith(data []byte, mem memory.Allocator, fast bool) (*Result, error) {
 	res := &Result{BytesTotal: int64(len(data)), Format: Sniff(data)}
 	if cutBeforeSchema(data) {
 		return nil, ErrNoSchema
@@ -95,9 +101,20 @@ func read(data []byte, mem memory.Allocator) (*Result, error) {
 	if len(frames) == 0 {
 		return nil, ErrNoSchema
 	}
-	t, batches, err := decodeFrames(frames, &limitAllocator{mem: mem, limit: readLimit(len(data))})
-	if err != nil {
-		return nil, err
+	// The fast decoder takes what ppprof writes; what it does not take,
+	// and every error, goes through arrow-go (decodeFrames).
+	var t *trace.Trace
+	var batches int
+	ok := false
+	if fast {
+		t, batches, ok = fastRead(frames, len(data))
+	}
+	if !ok {
+		var err error
+		t, batches, err = decodeFrames(frames, &limitAllocator{mem: mem, limit: readLimit(len(data))})
+		if err != nil {
+			return nil, err
+		}
 	}
 	res.Trace, res.Batches = t, batches
 	if err := t.Validate(); err != nil {

@@ -1,0 +1,87 @@
+package arrowv1
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// sameRead checks that the fast decoder and the checked path alone give
+// the same result for data: the same error, or equal results.
+func sameRead(t *testing.T, name string, data []byte) {
+	t.Helper()
+	fast, ferr := readWith(data, memory.DefaultAllocator, true)
+	slow, serr := readWith(data, memory.DefaultAllocator, false)
+	if (ferr == nil) != (serr == nil) || ferr != nil && ferr.Error() != serr.Error() {
+		t.Fatalf("%s: fast error %v, checked error %v", name, ferr, serr)
+	}
+	if ferr != nil {
+		return
+	}
+	if d := trace.Diff(slow.Trace, fast.Trace); d != "" {
+		t.Fatalf("%s: traces differ: %s", name, d)
+	}
+	fast.Trace, slow.Trace = nil, nil
+	if *fast != *slow {
+		t.Fatalf("%s: fast %+v, checked %+v", name, *fast, *slow)
+	}
+}
+
+// TestFastMatchesChecked encodes random traces every way and checks that
+// the fast decoder takes them and agrees with the checked path, on the
+// encodings and on corrupted and truncated copies of them.
+func TestFastMatchesChecked(t *testing.T) {
+	rng := newRand(7)
+	for _, rows := range []int{0, 1, 7, 150} {
+		for _, w := range writers {
+			for _, codec := range codecs {
+				for _, batch := range []int{1, 64, 0} {
+					tr := randomTrace(rng, rows, testKinds)
+					data := encode(t, w, tr, Options{Compression: codec, BatchRows: batch})
+					name := fmt.Sprintf("%d rows %s %s batch %d", rows, w.name, codecName(codec), batch)
+					if rows > 0 {
+						frames, ok := testFrames(data)
+						if !ok {
+							t.Fatalf("%s: no frames", name)
+						}
+						if _, _, ok := fastRead(frames, len(data)); !ok {
+							t.Errorf("%s: the fast decoder refused what ppprof wrote", name)
+						}
+					}
+					sameRead(t, name, data)
+					for k := 0; k < 6; k++ {
+						bad := append([]byte(nil), data...)
+						for j := 0; j <= k%3; j++ {
+							bad[rng.Intn(len(bad))] ^= byte(1 + rng.Intn(255))
+						}
+						sameRead(t, fmt.Sprintf("%s, corrupted %d", name, k), bad)
+						sameRead(t, fmt.Sprintf("%s, cut %d", name, k), data[:rng.Intn(len(data)+1)])
+					}
+				}
+			}
+		}
+	}
+}
+
+// testFrames frames data as read does, for a complete file or stream.
+func testFrames(data []byte) ([]frame, bool) {
+	if Sniff(data) == FormatFile {
+		return fileFrames(data)
+	}
+	s, err := scanStream(data, 0)
+	return s.frames, err == nil
+}
+
+// FuzzFastMatchesChecked checks on fuzzed input that the fast decoder and
+// the checked path agree.
+func FuzzFastMatchesChecked(f *testing.F) {
+	for _, data := range fuzzSeeds(f) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sameRead(t, "fuzz input", data)
+	})
+}
