@@ -162,7 +162,8 @@ type RankState struct {
 	LastCompleted *trace.Event // its last op (by seq) with an end; nil when none
 	Waiting       *trace.Event // the op it is blocked in; nil when none
 	// WaitsFor is the rank it waits for, NoRank when none or when it waits
-	// in the optimizer barrier (WaitsBarrier).
+	// in the optimizer barrier (WaitsBarrier) or in a collective
+	// (WaitsCollective).
 	WaitsFor     trace.Rank
 	WaitsBarrier bool
 	// WaitsCollective is the collective node it waits in (blocked in a

@@ -25,16 +25,21 @@ func newCmdHang(stdout, stderr io.Writer) *cobra.Command {
 	opts := &hangOptions{stdout: stdout, stderr: stderr}
 	cmd := &cobra.Command{
 		Use:   "hang PATH...",
-		Short: "Diagnose a hung job: the ranks whose send/recv stopped matching, where, and why",
+		Short: "Diagnose a hung job: the ranks whose send/recv or collectives stopped matching, where, and why",
 		Long: `hang reads what every rank recorded before a hang (files, directories,
-globs; truncated files and ranks that wrote nothing included), matches sends
-and receives as NCCL does (per rank pair, in issue order), builds the wait-for
-graph of the blocked ranks and names the root cause.
+globs; truncated files and ranks that wrote nothing included; PyTorch Flight
+Recorder dumps too), matches sends and receives as NCCL does (per rank pair,
+or per process group and rank pair, in issue order) and collectives per
+process group by sequence number (who posted each, who completed it, who
+never arrived), builds the wait-for graph of the blocked ranks and names the
+root cause.
 
 Verdicts: ok, deadlock (a wait-for cycle), stalled (a chain ending at a rank
-that is computing, crashed, exited or absent), mismatch (a pair disagrees on
-its labels, shape, dtype or bytes, or ranks disagree on skipping the optimizer
-step), incomplete (the answer depends on events the dump lost).
+that is computing, crashed, exited, absent, idle with nothing in flight, or
+stuck in a collective the other members completed), mismatch (a pair
+disagrees on its labels, shape, dtype or bytes, members of a collective
+disagree on it, or ranks disagree on skipping the optimizer step), incomplete
+(the answer depends on events the dump lost).
 
 Exit status: 4 for deadlock, stalled or mismatch; 0 for ok and for incomplete
 (with a warning: nothing was found, the dump cannot decide); 1 for bad input.`,
