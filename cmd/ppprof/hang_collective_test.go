@@ -90,3 +90,20 @@ func TestHangComms(t *testing.T) {
 		t.Errorf("dumps %+v", d)
 	}
 }
+
+// TestHangREADMEFlightRecorderExample keeps the README's second hang
+// example true: the CLI's output for gpu_error_1st appears in README.md.
+func TestHangREADMEFlightRecorderExample(t *testing.T) {
+	dir := frData + "/gpu_error_1st"
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("../shared/data not present: the Flight Recorder samples are needed beside the repository")
+	}
+	stdout, _, _ := ppprof(t, "hang", "-q", dir)
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), strings.TrimSuffix(stdout, "\n")) {
+		t.Errorf("README.md does not show the output of `ppprof hang -q ../shared/data/flight_recorder/gpu_error_1st`:\n%s", stdout)
+	}
+}
