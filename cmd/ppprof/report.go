@@ -99,7 +99,7 @@ func reportRun(opts *reportOptions) error {
 		fmt.Fprintf(opts.stdout, "PNG report:  %s\n", opts.png)
 	}
 	if opts.html != "" {
-		hopt := report.HTMLOptions{Step: step, Hang: hangReport(t, res.Files, opts.stderr, opts.quiet)}
+		hopt := report.HTMLOptions{Step: step, Hang: hangReport(t, res, opts.stderr, opts.quiet)}
 		if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step}); err == nil {
 			hopt.WhatIf = wi
 		} else if !opts.quiet {
@@ -113,10 +113,13 @@ func reportRun(opts *reportOptions) error {
 	return nil
 }
 
-// hangReport runs the hang post-mortem for the HTML report; a failure only
-// leaves the section out.
-func hangReport(t *trace.Trace, files []ingest.FileInfo, stderr io.Writer, quiet bool) *hang.Report {
-	h, err := hang.Run(t, hang.Options{Files: hangFiles(files)})
+// hangReport runs the hang post-mortem for the HTML report, with what
+// ingest knows of the files and process groups, exactly as `ppprof hang`
+// does; a failure only leaves the section out.
+func hangReport(t *trace.Trace, res *ingest.Result, stderr io.Writer, quiet bool) *hang.Report {
+	hopt := hang.Options{Files: hangFiles(res.Files)}
+	hopt.Groups, hopt.Dumps = hangComms(res.Comms)
+	h, err := hang.Run(t, hopt)
 	if err != nil {
 		if !quiet {
 			fmt.Fprintf(stderr, "ppprof: warning: no hang section: %v\n", err)
