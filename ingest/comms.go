@@ -31,8 +31,11 @@ type FRRank struct {
 	Version string // the dump's format version ("2.9")
 	NCCL    string // NCCL version
 	Entries int    // entries in the dump (0: the rank recorded nothing, e.g. it hung holding the GIL)
-	// PGStatus is the dump's pg_status: per group name, the last enqueued,
-	// started and completed collective sequence numbers (-1: none).
+	// PGStatus is the dump's pg_status as written: the last enqueued,
+	// started and completed collective sequence numbers (-1: none), keyed
+	// by the dump's own keys. PyTorch keys it by the rank-local pg_id (the
+	// group's creation index on that rank), not by the group's name;
+	// analyze/hang resolves the keys against the rows' groups.
 	PGStatus map[string]FRGroupStatus
 	// Stage, Pipeline and TPRank say how the rank's place in the pipeline
 	// was derived: "pipeline group 43" or "unknown".
