@@ -21,7 +21,16 @@ type Options struct {
 	// Step is the one step to analyse; AllSteps (the default when Step < 0)
 	// analyses every step.
 	Step int64
+
+	// Progress, when set, is called from the goroutine that called Run as
+	// each pass starts: done of total passes are finished and pass names
+	// the next ("" after the last). For a progress bar; it does not change
+	// the report.
+	Progress func(done, total int, pass string)
 }
+
+// runPasses is the number of Progress steps of Run.
+const runPasses = 8
 
 // AllSteps is the Options.Step value that selects every step.
 const AllSteps int64 = -1
@@ -145,6 +154,14 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	if t.Len() == 0 {
 		return nil, fmt.Errorf("trace has no events")
 	}
+	done := 0
+	pass := func(name string) {
+		if opt.Progress != nil {
+			opt.Progress(done, runPasses, name)
+		}
+		done++
+	}
+	pass("windows")
 	ix := newIndex(t, opt)
 	if len(ix.windows) == 0 {
 		return nil, fmt.Errorf("no events for step %d", opt.Step)
@@ -154,19 +171,26 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	measureFactors(ix, rep)
 	rep.StepMs, rep.StepMsWorst = stepTimes(ix.windows)
 	rep.Stages = stageSummaries(ix, rep)
+	pass("stages")
 	analyzeStats(ix, rep)
 	for i := range rep.Stages {
 		rep.Stages[i].FwdMs, rep.Stages[i].BwdMs = rep.Stages[i].F.MeanMs, rep.Stages[i].B.MeanMs
 	}
+	pass("memory")
 	analyzeMemory(ix, rep)
 	analyzeP2P(ix, rep)
+	pass("schedule")
 	analyzeConformance(ix, rep)
 	rep.Bubble.Theoretical = theoretical(ix, rep)
 	// Imbalance and the gap attribution re-time every window: one replay
 	// per window serves both.
+	pass("replay")
 	runReplayPasses(ix, imbalancePass(ix, rep), gapPass(ix, rep))
+	pass("stragglers")
 	analyzeStragglers(ix, rep)
+	pass("findings")
 	rep.Findings = rankFindings(append(rep.Findings, collectFindings(ix, rep)...))
+	pass("")
 	return rep, nil
 }
 

@@ -29,6 +29,10 @@ type Options struct {
 	// NoAlign keeps every file's timestamps as written: no clock offsets
 	// are estimated between the files of other tools (see Result.Clocks).
 	NoAlign bool
+
+	// Progress, when set, is called with how far Open has got (see
+	// Progress), from the goroutine that called Open.
+	Progress func(Progress)
 }
 
 // Result is what Open read.
@@ -100,7 +104,11 @@ func Open(paths []string, opt Options) (*Result, error) {
 		}
 	}
 	ro := readOpts{rules: opt.Rules}
+	prog := newProgressReporter(opt.Progress, inputs)
+	k := 0
 	err = readAll(inputs, ro, func(in input, r readResult) error {
+		prog.read(k)
+		k++
 		if r.err != nil || r.skipped {
 			emit(r.warns)
 			return r.err
@@ -116,6 +124,7 @@ func Open(paths []string, opt Options) (*Result, error) {
 	}
 
 	// 2b. What needs every file: peers, pipelines, then per-file checks.
+	prog.phase("merging")
 	resolveParts(read)
 	var parts []*trace.Trace
 	var partFile []int // index into res.Files of each part

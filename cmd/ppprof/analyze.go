@@ -68,11 +68,13 @@ func analyzeRun(opts *analyzeOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return err
 	}
-	rep, err := analyze.Run(res.Trace, analyze.Options{Step: step})
+	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
+	rep, err := analyze.Run(res.Trace, analyze.Options{Step: step, Progress: onPass})
+	bar.done()
 	if err != nil {
 		return fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}

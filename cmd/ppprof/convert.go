@@ -48,7 +48,7 @@ func convertRun(opts *convertOptions) error {
 	if err != nil {
 		return fmt.Errorf("--compression: %w", err)
 	}
-	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func hangRun(opts *hangOptions) error {
 	if opts.worldSize < 0 {
 		return fmt.Errorf("--world-size %d: want >= 0", opts.worldSize)
 	}
-	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	res, err := openWithProgress(opts.paths, nil, opts.quiet, opts.stderr)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ppprof/ppprof/ingest"
+)
+
+// progress draws a one-line progress bar on stderr while a long command
+// runs: reading files, analysing, simulating. It draws only when stderr is
+// a terminal and --quiet is not given, so CI logs and redirected output
+// never see it; otherwise every method does nothing. The line is redrawn at
+// most every progressEvery and erased by done (or before a warning is
+// printed, see clear).
+type progress struct {
+	w       io.Writer // nil: disabled
+	label   string
+	unit    string
+	mu      sync.Mutex
+	total   int64
+	cur     int64
+	note    string // what is being done now, after the numbers
+	bytes   int64  // when > 0, a rate in MB/s is shown
+	start   time.Time
+	last    time.Time
+	drawn   bool
+	minShow time.Duration // nothing is drawn before the command has run this long
+}
+
+// progressEvery is the longest the bar goes without a redraw while it moves.
+const progressEvery = 100 * time.Millisecond
+
+// newProgress returns a progress bar for label, counting up to total
+// (0: unknown) in unit, on w when w is a terminal and quiet is false.
+func newProgress(w io.Writer, label string, total int64, unit string, quiet bool) *progress {
+	p := &progress{label: label, total: total, unit: unit, start: time.Now(), minShow: 500 * time.Millisecond}
+	if !quiet && isTerminal(w) {
+		p.w = w
+	}
+	return p
+}
+
+// isTerminal reports whether w is a character device (a terminal), not a
+// file, pipe or buffer.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// set moves the bar to n of total.
+func (p *progress) set(n int64) { p.update(func() { p.cur = n }) }
+
+// update applies change and redraws if it is time to.
+func (p *progress) update(change func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.w == nil {
+		return
+	}
+	change()
+	now := time.Now()
+	if now.Sub(p.start) < p.minShow || now.Sub(p.last) < progressEvery && p.cur < p.total {
+		return
+	}
+	p.last = now
+	p.draw(now)
+}
+
+// draw writes the line: label, bar, count, rate, note.
+func (p *progress) draw(now time.Time) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\r%s ", p.label)
+	if p.total > 0 {
+		const width = 24
+		frac := min(float64(p.cur)/float64(p.total), 1)
+		fill := int(frac * width)
+		b.WriteString("[" + strings.Repeat("=", fill) + strings.Repeat(" ", width-fill) + "] ")
+		fmt.Fprintf(&b, "%3.0f%% %d/%d %s", 100*frac, p.cur, p.total, p.unit)
+	} else {
+		fmt.Fprintf(&b, "%d %s", p.cur, p.unit)
+	}
+	if secs := now.Sub(p.start).Seconds(); p.bytes > 0 && secs > 0 {
+		fmt.Fprintf(&b, ", %.0f MB/s", float64(p.bytes)/1e6/secs)
+	}
+	if p.note != "" {
+		b.WriteString(", " + p.note)
+	}
+	b.WriteString("\x1b[K") // erase what a longer previous line left
+	io.WriteString(p.w, b.String())
+	p.drawn = true
+}
+
+// clear erases the line, if drawn, so that other output starts clean; the
+// next update draws it again.
+func (p *progress) clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.w != nil && p.drawn {
+		io.WriteString(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
+}
+
+// done erases the bar for good.
+func (p *progress) done() {
+	p.clear()
+	p.mu.Lock()
+	p.w = nil
+	p.mu.Unlock()
+}
+
+// openWithProgress is openTracesMapped with a progress bar over the files
+// read (their count and bytes), on stderr when it is a terminal and quiet
+// is false. Warnings erase the bar before they are printed.
+func openWithProgress(paths, rules []string, quiet bool, stderr io.Writer) (*ingest.Result, error) {
+	parsed, err := parseMapRules(rules)
+	if err != nil {
+		return nil, err
+	}
+	prog := newProgress(stderr, "reading", 0, "files", quiet)
+	defer prog.done()
+	opt := ingest.Options{Rules: parsed}
+	opt.Progress = func(p ingest.Progress) {
+		prog.update(func() {
+			prog.total, prog.cur, prog.bytes = int64(p.FilesTotal), int64(p.Files), p.Bytes
+			prog.note = ""
+			if p.Phase != "reading" {
+				prog.note = p.Phase
+			}
+		})
+	}
+	if !quiet {
+		opt.Warn = func(w ingest.Warning) {
+			prog.clear()
+			fmt.Fprintf(stderr, "ppprof: warning: %s: %s\n", w.Path, w.Message)
+		}
+	}
+	return ingest.Open(paths, opt)
+}
+
+// analyzeProgress returns an analyze.Options.Progress that draws the
+// passes of analyze.Run as a bar, and the bar (to be done when Run
+// returns).
+func analyzeProgress(stderr io.Writer, quiet bool) (func(done, total int, pass string), *progress) {
+	prog := newProgress(stderr, "analyzing", 0, "passes", quiet)
+	return func(done, total int, pass string) {
+		prog.update(func() { prog.total, prog.cur, prog.note = int64(total), int64(done), pass })
+	}, prog
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
+)
+
+// fleetOptions are the simulate flags of the fleet path (--fleet).
+type fleetOptions struct {
+	on        bool
+	batchRows int
+}
+
+// simulateFleet runs sim.Fleet on c and writes one Arrow stream per rank
+// into the existing directory dir, rank-NNNNN.arrows, as a collector would,
+// without holding the trace: each rank's rows are buffered up to batchRows
+// and written as a record batch.
+func simulateFleet(opts *simulateOptions, c sim.Config, aopt arrowv1.Options) error {
+	if fi, err := os.Stat(opts.out); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--fleet writes one stream per rank: -o must be an existing directory")
+	}
+	if opts.fleet.batchRows <= 0 {
+		return fmt.Errorf("--fleet-batch-rows %d: want > 0", opts.fleet.batchRows)
+	}
+	aopt.BatchRows = opts.fleet.batchRows
+	rs := &rankStreams{dir: opts.out, opt: aopt, flushRows: opts.fleet.batchRows}
+	began := time.Now()
+	prog := newProgress(opts.stderr, "simulate", int64(c.WithDefaults().Steps), "steps", opts.quiet)
+	steps := int64(0)
+	_, n, err := sim.Fleet(c, func(rows *trace.Trace) error {
+		if rows.Len() > 0 && rows.Kind[0] == trace.Opt {
+			steps++ // the step's OPT rows come last
+			prog.set(steps)
+		}
+		return rs.add(rows)
+	})
+	if cerr := rs.close(); err == nil {
+		err = cerr
+	}
+	prog.done()
+	if err != nil {
+		return fmt.Errorf("simulate --fleet: %w", err)
+	}
+	if !opts.quiet {
+		fmt.Fprintf(opts.stderr, "simulate: %d events, %d ranks in %s (%.1fs)\n", n, len(rs.ranks), opts.out, time.Since(began).Seconds())
+	}
+	return nil
+}
+
+// rankStreams writes rows into one Arrow stream per rank.
+type rankStreams struct {
+	dir       string
+	opt       arrowv1.Options
+	flushRows int
+	ranks     []*rankStream // by rank; nil until the rank's first rows
+}
+
+// rankStream is one rank's file and its rows not yet written.
+type rankStream struct {
+	f    *os.File
+	bw   *bufio.Writer
+	sw   *arrowv1.StreamWriter
+	pend *trace.Trace
+}
+
+// add buffers rows (each rank's in seq order, ranks in runs) and writes
+// the ranks whose buffers are full, in parallel.
+func (rs *rankStreams) add(rows *trace.Trace) error {
+	var full []*rankStream
+	for lo := 0; lo < rows.Len(); {
+		r := rows.Rank[lo]
+		hi := lo + 1
+		for hi < rows.Len() && rows.Rank[hi] == r {
+			hi++
+		}
+		s, err := rs.stream(r, rows.Meta)
+		if err != nil {
+			return err
+		}
+		s.pend.AppendRows(rows, lo, hi)
+		if s.pend.Len() >= rs.flushRows {
+			full = append(full, s)
+		}
+		lo = hi
+	}
+	return flushAll(full)
+}
+
+// stream returns rank r's stream, creating its file.
+func (rs *rankStreams) stream(r trace.Rank, meta trace.Meta) (*rankStream, error) {
+	for int(r) >= len(rs.ranks) {
+		rs.ranks = append(rs.ranks, nil)
+	}
+	if s := rs.ranks[r]; s != nil {
+		return s, nil
+	}
+	path := filepath.Join(rs.dir, fmt.Sprintf("rank-%05d.arrows", r))
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	bw := bufio.NewWriterSize(f, 64<<10)
+	sw, err := arrowv1.NewStreamWriter(bw, meta, rs.opt)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	s := &rankStream{f: f, bw: bw, sw: sw, pend: &trace.Trace{}}
+	s.pend.Grow(rs.flushRows + 1024)
+	rs.ranks[r] = s
+	return s, nil
+}
+
+// flush writes the buffered rows as record batches and empties the buffer.
+func (s *rankStream) flush() error {
+	if s.pend.Len() == 0 {
+		return nil
+	}
+	if err := s.sw.Write(s.pend); err != nil {
+		return fmt.Errorf("writing %s: %w", s.f.Name(), err)
+	}
+	truncate(s.pend)
+	return nil
+}
+
+// flushAll flushes ss on up to GOMAXPROCS goroutines (each stream on one).
+func flushAll(ss []*rankStream) error {
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	next := make(chan *rankStream)
+	for range min(runtime.GOMAXPROCS(0), len(ss)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range next {
+				if err := s.flush(); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, s := range ss {
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// close flushes and closes every stream (end-of-stream marker, file).
+func (rs *rankStreams) close() error {
+	var live []*rankStream
+	for _, s := range rs.ranks {
+		if s != nil {
+			live = append(live, s)
+		}
+	}
+	err := flushAll(live)
+	for _, s := range live {
+		for _, e := range []error{s.sw.Close(), s.bw.Flush(), s.f.Close()} {
+			if err == nil && e != nil {
+				err = fmt.Errorf("writing %s: %w", s.f.Name(), e)
+			}
+		}
+	}
+	return err
+}
+
+// truncate empties every column of t, keeping their capacity.
+func truncate(t *trace.Trace) {
+	t.Rank, t.Pipeline, t.Stage, t.TPRank, t.Chunk = t.Rank[:0], t.Pipeline[:0], t.Stage[:0], t.TPRank[:0], t.Chunk[:0]
+	t.Step, t.MicroBatch, t.Kind, t.Seq = t.Step[:0], t.MicroBatch[:0], t.Kind[:0], t.Seq[:0]
+	t.IssueNs, t.StartNs, t.EndNs, t.Peer, t.Bytes = t.IssueNs[:0], t.StartNs[:0], t.EndNs[:0], t.Peer[:0], t.Bytes[:0]
+	t.Shape, t.Dtype, t.Tokens, t.Flops, t.MemBytes = t.Shape[:0], t.Dtype[:0], t.Tokens[:0], t.Flops[:0], t.MemBytes[:0]
+	t.Group, t.GroupSeq = t.Group[:0], t.GroupSeq[:0]
+}
