@@ -115,7 +115,6 @@ func (rs *rankStreams) stream(r trace.Rank, meta trace.Meta) (*rankStream, error
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
 	s := &rankStream{f: f, bw: bw, sw: sw, pend: &trace.Trace{}}
-	s.pend.Grow(rs.flushRows + 1024)
 	rs.ranks[r] = s
 	return s, nil
 }

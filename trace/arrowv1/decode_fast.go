@@ -654,26 +654,33 @@ func (p *fastPlan) strings(c int, dst []string, n int, ns [][2]int64, bb batchBu
 			return false
 		}
 	}
-	var last []byte
-	lastS := ""
+	// The two values met last (rows alternate: a compute op's empty shape,
+	// a send's "4096x1x8192"), before the decoder's table.
+	var mru [2]string
 	for i := range n {
 		v := data[offs[i]:offs[i+1]]
-		if i == 0 || string(v) != string(last) {
-			s, ok := d.strs[string(v)]
-			if !ok {
+		var s string
+		switch {
+		case len(v) == 0:
+		case string(v) == mru[0]:
+			s = mru[0]
+		case string(v) == mru[1]:
+			s, mru[0], mru[1] = mru[1], mru[1], mru[0]
+		default:
+			var ok bool
+			if s, ok = d.strs[string(v)]; !ok {
 				if !utf8.Valid(v) {
 					return false
 				}
 				s = p.intern(v)
 				d.strs[s] = s
 			}
-			last, lastS = v, s
+			mru[0], mru[1] = s, mru[0]
 		}
 		if bm != nil && bm[i>>3]>>(i&7)&1 == 0 {
-			dst[i] = ""
-			continue
+			s = ""
 		}
-		dst[i] = lastS
+		dst[i] = s
 	}
 	return true
 }

@@ -1,0 +1,529 @@
+// Command benchtable measures ppprof's throughput on a fleet trace and prints
+// one table: the machine's limits (reading the files from page cache,
+// scanning their pages) beside Arrow decoding, ingest, analysis on one core
+// and on all, end to end in a fresh process, hang diagnosis, memory per
+// event and the per-event cost at 256 versus 4096 ranks.
+//
+// Run it through bench/run.sh, which builds ppprof, writes the fleet trace
+// and adds the Kineto and collector benchmarks. Every figure is the median
+// of -runs runs (min and max beside it).
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/analyze/hang"
+	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
+)
+
+func main() {
+	dir := flag.String("dir", "", "directory of per-rank Arrow streams (ppprof simulate --fleet -o DIR)")
+	bin := flag.String("ppprof", "", "ppprof binary, for the end-to-end run in a fresh process")
+	runs := flag.Int("runs", 5, "runs per measurement; the median is reported")
+	only := flag.String("only", "", "comma-separated sections to run (read,decode,open,analyze,e2e,hang,scale,disk); all when empty")
+	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
+	flag.Parse()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fail(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	b := &bench{dir: *dir, bin: *bin, runs: *runs, procs: runtime.GOMAXPROCS(0)}
+	want := func(s string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), s) }
+	b.header()
+	if b.dir != "" {
+		b.files()
+		if want("read") {
+			b.read()
+		}
+		if want("decode") {
+			b.decode()
+		}
+		if want("open") || want("analyze") {
+			b.openAndAnalyze(want("analyze"))
+		}
+		if want("e2e") && b.bin != "" {
+			b.e2e()
+		}
+		if want("disk") {
+			b.disk()
+		}
+	}
+	if want("hang") {
+		b.hang()
+	}
+	if want("scale") {
+		b.scale()
+	}
+	b.footer()
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "benchtable:", err)
+	os.Exit(1)
+}
+
+// bench holds what the sections share.
+type bench struct {
+	dir, bin   string
+	runs       int
+	procs      int
+	paths      []string
+	bytes      int64
+	events     int64
+	readSecs   float64 // median time to read the files from page cache
+	decodeSecs float64 // median time to decode them (all cores)
+}
+
+// header prints the machine and the table head.
+func (b *bench) header() {
+	host, _ := os.Hostname()
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	fmt.Printf("machine: %s, %s, %d cores (GOMAXPROCS %d), %s, %s/%s, %s\n", host, cpu, runtime.NumCPU(), b.procs,
+		memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Printf("load average at start: %s\n", loadAvg())
+	fmt.Printf("figures: median of %d runs [min-max]\n\n", b.runs)
+	fmt.Printf("| %-44s | %-30s | %s |\n", "measurement", "median [min-max]", "notes")
+	fmt.Printf("| %s | %s | %s |\n", strings.Repeat("-", 44), strings.Repeat("-", 30), "-----")
+}
+
+func (b *bench) footer() {
+	fmt.Printf("\nload average at end: %s\n", loadAvg())
+}
+
+// row prints one line of the table.
+func row(name, value, note string) {
+	fmt.Printf("| %-44s | %-30s | %s |\n", name, value, note)
+}
+
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+func memTotal() string {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "unknown memory"
+	}
+	var kb int64
+	fmt.Sscanf(strings.TrimPrefix(strings.Split(string(data), "\n")[0], "MemTotal:"), "%d", &kb)
+	return fmt.Sprintf("%.1f GiB RAM", float64(kb)/(1<<20))
+}
+
+// stats is a median with its range, of seconds.
+type stats struct{ med, lo, hi float64 }
+
+// measure runs f b.runs times (after one warm-up run when warm) and
+// returns the median, min and max of its wall time in seconds.
+func (b *bench) measure(warm bool, f func()) stats {
+	if warm {
+		f()
+	}
+	var secs []float64
+	for range b.runs {
+		runtime.GC()
+		t := time.Now()
+		f()
+		secs = append(secs, time.Since(t).Seconds())
+	}
+	slices.Sort(secs)
+	return stats{secs[len(secs)/2], secs[0], secs[len(secs)-1]}
+}
+
+// rate formats n per second for s as "123.4M/s [a-b]".
+func rate(n float64, s stats, unit string) string {
+	return fmt.Sprintf("%s %s [%s-%s]", si(n/s.med), unit, si(n/s.hi), si(n/s.lo))
+}
+
+// si formats x with a k, M or G suffix.
+func si(x float64) string {
+	switch {
+	case x >= 1e9:
+		return fmt.Sprintf("%.2fG", x/1e9)
+	case x >= 1e6:
+		return fmt.Sprintf("%.1fM", x/1e6)
+	case x >= 1e3:
+		return fmt.Sprintf("%.1fk", x/1e3)
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
+// withProcs runs f with GOMAXPROCS set to n.
+func withProcs(n int, f func()) {
+	old := runtime.GOMAXPROCS(n)
+	defer runtime.GOMAXPROCS(old)
+	f()
+}
+
+// files lists the fleet trace and counts its events (one decode).
+func (b *bench) files() {
+	paths, err := filepath.Glob(filepath.Join(b.dir, "rank-*.arrows"))
+	if err != nil || len(paths) == 0 {
+		fail(fmt.Errorf("no rank-*.arrows in %s", b.dir))
+	}
+	b.paths = paths
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			fail(err)
+		}
+		b.bytes += st.Size()
+	}
+	b.events = b.decodeAll()
+	row("trace", fmt.Sprintf("%s events, %d ranks", si(float64(b.events)), len(paths)),
+		fmt.Sprintf("%s, %.1f MB on disk", b.dir, float64(b.bytes)/1e6))
+}
+
+// parallel calls f(i) for every file on GOMAXPROCS goroutines, each with
+// its own worker index.
+func (b *bench) parallel(f func(w, i int)) {
+	nw := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := range nw {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(w, i)
+			}
+		}()
+	}
+	for i := range b.paths {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// read measures the machine's limits on the same bytes: reading the files
+// from page cache into a buffer, and scanning their memory-mapped pages
+// (summing every 8-byte word).
+func (b *bench) read() {
+	bufs := make([][]byte, runtime.GOMAXPROCS(0))
+	s := b.measure(true, func() {
+		b.parallel(func(w, i int) {
+			f, err := os.Open(b.paths[i])
+			if err != nil {
+				fail(err)
+			}
+			defer f.Close()
+			if bufs[w] == nil {
+				bufs[w] = make([]byte, 1<<20)
+			}
+			for {
+				if _, err := f.Read(bufs[w]); err == io.EOF {
+					break
+				} else if err != nil {
+					fail(err)
+				}
+			}
+		})
+	})
+	b.readSecs = s.med
+	row("read files from page cache (read(2))", rate(float64(b.bytes), s, "B/s"), rate(float64(b.events), s, "events/s")+", all cores")
+	var sink [64]uint64
+	s = b.measure(true, func() {
+		b.parallel(func(w, i int) {
+			f, err := os.Open(b.paths[i])
+			if err != nil {
+				fail(err)
+			}
+			data, release, err := arrowv1.MapFile(f)
+			f.Close()
+			if err != nil {
+				fail(err)
+			}
+			words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(data))), len(data)/8)
+			var x uint64
+			for _, v := range words {
+				x += v
+			}
+			sink[w%64] += x
+			release()
+		})
+	})
+	row("scan mmap'd files (sum of 8-byte words)", rate(float64(b.bytes), s, "B/s"), rate(float64(b.events), s, "events/s")+", all cores")
+}
+
+// decodeAll decodes every file (mapped) on all cores and returns the
+// events.
+func (b *bench) decodeAll() int64 {
+	var mu sync.Mutex
+	var n int64
+	b.parallel(func(_, i int) {
+		f, err := os.Open(b.paths[i])
+		if err != nil {
+			fail(err)
+		}
+		data, release, err := arrowv1.MapFile(f)
+		f.Close()
+		if err != nil {
+			fail(err)
+		}
+		res, err := arrowv1.Read(data)
+		release()
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", b.paths[i], err))
+		}
+		mu.Lock()
+		n += int64(res.Trace.Len())
+		mu.Unlock()
+	})
+	return n
+}
+
+// decode measures arrowv1.Read over the mapped files, on one core and all.
+func (b *bench) decode() {
+	var one stats
+	withProcs(1, func() { one = b.measure(true, func() { b.decodeAll() }) })
+	row("Arrow decode (MapFile + arrowv1.Read), 1 core", rate(float64(b.events), one, "events/s"), rate(float64(b.bytes), one, "B/s")+" of LZ4 input")
+	all := b.measure(true, func() { b.decodeAll() })
+	b.decodeSecs = all.med
+	note := fmt.Sprintf("%.1fx one core", one.med/all.med)
+	if b.readSecs > 0 {
+		note += fmt.Sprintf("; %.1fx the page-cache read", all.med/b.readSecs)
+	}
+	row(fmt.Sprintf("Arrow decode, %d cores", b.procs), rate(float64(b.events), all, "events/s"), note)
+}
+
+// openAndAnalyze measures ingest.Open of the directory, the memory its
+// trace holds, and analyze.Run on it on one core and all.
+func (b *bench) openAndAnalyze(analysis bool) {
+	var res *ingest.Result
+	open := b.measure(false, func() {
+		res = nil
+		runtime.GC()
+		var err error
+		if res, err = ingest.Open([]string{b.dir}, ingest.Options{}); err != nil {
+			fail(err)
+		}
+	})
+	n := float64(res.Trace.Len())
+	note := "decode, sort, validate, merge"
+	if b.decodeSecs > 0 {
+		note += fmt.Sprintf("; %.1fx the decode", open.med/b.decodeSecs)
+	}
+	row(fmt.Sprintf("ingest.Open (dir of %d files), %d cores", len(b.paths), b.procs), rate(n, open, "events/s"), note)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	row("in-memory model (trace.Trace)", fmt.Sprintf("%.1f B/event", float64(ms.HeapAlloc)/n),
+		fmt.Sprintf("heap after Open and GC; columns alone %d B/event", modelBytes()))
+	if !analysis {
+		return
+	}
+	t := res.Trace
+	var one stats
+	var alloc uint64
+	withProcs(1, func() {
+		one = b.measure(true, func() {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			if _, err := analyze.Run(t, analyze.Options{Step: analyze.AllSteps}); err != nil {
+				fail(err)
+			}
+			runtime.ReadMemStats(&after)
+			alloc = after.TotalAlloc - before.TotalAlloc
+		})
+	})
+	row("analyze.Run, 1 core", rate(n, one, "events/s"), fmt.Sprintf("allocates %.0f B/event", float64(alloc)/n))
+	all := b.measure(true, func() {
+		if _, err := analyze.Run(t, analyze.Options{Step: analyze.AllSteps}); err != nil {
+			fail(err)
+		}
+	})
+	note = fmt.Sprintf("%.2fx one core", one.med/all.med)
+	if b.decodeSecs > 0 {
+		note += fmt.Sprintf("; %.1fx the decode, %.1fx the page-cache read", all.med/b.decodeSecs, all.med/b.readSecs)
+	}
+	row(fmt.Sprintf("analyze.Run, %d cores", b.procs), rate(n, all, "events/s"), note)
+}
+
+// modelBytes is the size of one row of trace.Trace's columns.
+func modelBytes() int {
+	var t trace.Trace
+	t.Append(trace.Event{})
+	n := 0
+	for _, s := range []int{
+		int(unsafe.Sizeof(t.Rank[0])), int(unsafe.Sizeof(t.Pipeline[0])), int(unsafe.Sizeof(t.Stage[0])),
+		int(unsafe.Sizeof(t.TPRank[0])), int(unsafe.Sizeof(t.Chunk[0])), int(unsafe.Sizeof(t.Step[0])),
+		int(unsafe.Sizeof(t.MicroBatch[0])), int(unsafe.Sizeof(t.Kind[0])), int(unsafe.Sizeof(t.Seq[0])),
+		int(unsafe.Sizeof(t.IssueNs[0])), int(unsafe.Sizeof(t.StartNs[0])), int(unsafe.Sizeof(t.EndNs[0])),
+		int(unsafe.Sizeof(t.Peer[0])), int(unsafe.Sizeof(t.Bytes[0])), int(unsafe.Sizeof(t.Shape[0])),
+		int(unsafe.Sizeof(t.Dtype[0])), int(unsafe.Sizeof(t.Tokens[0])), int(unsafe.Sizeof(t.Flops[0])),
+		int(unsafe.Sizeof(t.MemBytes[0])), int(unsafe.Sizeof(t.Group[0])), int(unsafe.Sizeof(t.GroupSeq[0])),
+	} {
+		n += s
+	}
+	return n
+}
+
+// e2e runs `ppprof analyze DIR` in a fresh process: wall time and peak
+// resident memory.
+func (b *bench) e2e() {
+	var rss int64
+	s := b.measure(false, func() {
+		cmd := exec.Command(b.bin, "analyze", b.dir, "--format", "json", "-q")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fail(fmt.Errorf("ppprof analyze: %w", err))
+		}
+		var a struct {
+			Schema string `json:"schema"`
+		}
+		if json.Unmarshal(out.Bytes(), &a) != nil || a.Schema != analyze.SchemaID {
+			fail(fmt.Errorf("ppprof analyze: unexpected output"))
+		}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = max(rss, ru.Maxrss*1024)
+		}
+	})
+	n := float64(b.events)
+	note := fmt.Sprintf("peak RSS %.2f GB = %.0f B/event = %.2f GB per million events", float64(rss)/1e9, float64(rss)/n, float64(rss)/n)
+	row(fmt.Sprintf("ppprof analyze DIR (fresh process), %d cores", b.procs), rate(n, s, "events/s"), note)
+	if b.readSecs > 0 {
+		row("  ... as a ratio", fmt.Sprintf("%.1fx read, %.1fx decode", s.med/b.readSecs, s.med/b.decodeSecs), "end to end over the page-cache read and the decode alone")
+	}
+}
+
+// disk reports the fleet trace's bytes per event, and those of a sample of
+// its ranks re-encoded without compression and with ZSTD.
+func (b *bench) disk() {
+	row("on disk, as written (LZ4)", fmt.Sprintf("%.1f B/event", float64(b.bytes)/float64(b.events)), "simulate --fleet --compression lz4")
+	sample := b.paths[:min(64, len(b.paths))]
+	t := &trace.Trace{}
+	for _, p := range sample {
+		f, err := os.Open(p)
+		if err != nil {
+			fail(err)
+		}
+		data, release, err := arrowv1.MapFile(f)
+		f.Close()
+		if err != nil {
+			fail(err)
+		}
+		res, err := arrowv1.Read(data)
+		release()
+		if err != nil {
+			fail(err)
+		}
+		t.Meta = res.Trace.Meta
+		t.AppendRows(res.Trace, 0, res.Trace.Len())
+	}
+	for _, c := range []arrowv1.Compression{arrowv1.None, arrowv1.LZ4, arrowv1.ZSTD} {
+		var buf bytes.Buffer
+		if err := arrowv1.WriteStream(&buf, t, arrowv1.Options{Compression: c}); err != nil {
+			fail(err)
+		}
+		name := string(c)
+		if c == arrowv1.None {
+			name = "none"
+		}
+		row(fmt.Sprintf("on disk, %d ranks re-encoded (%s)", len(sample), name), fmt.Sprintf("%.1f B/event", float64(buf.Len())/float64(t.Len())),
+			fmt.Sprintf("one stream, %d-row batches", arrowv1.DefaultBatchRows))
+	}
+}
+
+// hang measures hang.Run on BenchmarkRun4096's job: a 4096-rank 1F1B
+// (PP 16 x TP 8 x DP 32), 32 micro-batches, 2 steps, one skipped
+// micro-batch. Ops are the P2P sends and receives matched.
+func (b *bench) hang() {
+	c := sim.Config{Schedule: "1f1b", Stages: 16, TP: 8, DP: 32, MicroBatches: 32, Steps: 2,
+		Faults: []sim.Fault{{Kind: sim.FaultSkip, Rank: 5*32*8 + 3, Step: 1, MicroBatch: 16}}}
+	t, err := sim.Run(c)
+	if err != nil {
+		fail(err)
+	}
+	p2p := 0
+	for _, k := range t.Kind {
+		if k.IsP2P() {
+			p2p++
+		}
+	}
+	n := float64(t.Len())
+	run := func() {
+		rep, err := hang.Run(t, hang.Options{})
+		if err != nil || rep.Verdict != hang.VerdictDeadlock {
+			fail(fmt.Errorf("hang: %v %v", err, rep))
+		}
+	}
+	var one stats
+	withProcs(1, func() { one = b.measure(true, run) })
+	row("hang.Run, 4096-rank hang, 1 core", rate(n, one, "events/s"), rate(float64(p2p), one, "P2P ops/s")+fmt.Sprintf(", %s events", si(n)))
+	all := b.measure(true, run)
+	row(fmt.Sprintf("hang.Run, 4096-rank hang, %d cores", b.procs), rate(n, all, "events/s"), rate(float64(p2p), all, "P2P ops/s"))
+}
+
+// scale compares analyze.Run's cost per event at 256 and 4096 ranks, on
+// in-memory fleet traces of the same shape (PP 16 x TP 8, interleaved v=2,
+// 64 micro-batches) and the same number of events: DP 2 over 16 steps
+// against DP 32 over 1 step (32 windows each).
+func (b *bench) scale() {
+	mk := func(dp, steps int) *trace.Trace {
+		c := sim.Config{Schedule: "interleaved", Stages: 16, TP: 8, DP: dp, MicroBatches: 64, Steps: steps,
+			Jitter: 0.05, P2PLatencyUs: 10, P2PGbps: 400, OptMs: 2, Seed: 1}
+		t := &trace.Trace{}
+		if _, _, err := sim.Fleet(c, func(rows *trace.Trace) error {
+			t.Meta = rows.Meta
+			t.AppendRows(rows, 0, rows.Len())
+			return nil
+		}); err != nil {
+			fail(err)
+		}
+		t.SortByRankSeq()
+		return t
+	}
+	var per [2]float64
+	for k, shape := range [][2]int{{2, 16}, {32, 1}} {
+		t := mk(shape[0], shape[1])
+		s := b.measure(true, func() {
+			if _, err := analyze.Run(t, analyze.Options{Step: analyze.AllSteps}); err != nil {
+				fail(err)
+			}
+		})
+		per[k] = s.med / float64(t.Len()) * 1e9
+		row(fmt.Sprintf("analyze.Run, %d ranks (DP %d, %d steps), %d cores", 16*8*shape[0], shape[0], shape[1], b.procs),
+			rate(float64(t.Len()), s, "events/s"), fmt.Sprintf("%.1f ns/event", per[k]))
+		t = nil
+		debug.FreeOSMemory()
+	}
+	row("  per-event cost, 4096 / 256 ranks", fmt.Sprintf("%.2fx", per[1]/per[0]), "target <= 1.2x")
+}
