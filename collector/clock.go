@@ -48,13 +48,14 @@ func (c *hostClock) Now() int64 { return c.wall0 + int64(time.Since(c.mono0)) }
 // VirtualClock is a clock the caller drives: a simulator, a replay, or a
 // test. Its time only changes through Set and Advance. It is safe for
 // concurrent use.
+// Make one with NewVirtualClock.
 type VirtualClock struct {
-	ns atomic.Int64
+	ns *atomic.Int64 // in C memory when the C ABI reads it (ringapi.CMemory)
 }
 
 // NewVirtualClock returns a virtual clock reading startNs.
 func NewVirtualClock(startNs int64) *VirtualClock {
-	c := &VirtualClock{}
+	c := &VirtualClock{ns: newClockCell()}
 	c.ns.Store(startNs)
 	return c
 }

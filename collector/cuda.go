@@ -56,6 +56,7 @@ type cudaAPI interface {
 	streamCreate() (Stream, error)
 	streamDestroy(s Stream)
 	describe() string // "libcudart.so.12 (runtime API, device 0)"
+	table() uintptr   // the C function table (ppc_api*) for the C ABI's hot path
 	close()
 }
 

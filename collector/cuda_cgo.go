@@ -9,30 +9,7 @@ package collector
 #include <stdlib.h>
 #include <string.h>
 
-// ppc_api holds the CUDA entry points found with dlsym. The runtime API
-// (libcudart) and the driver API (libcuda) share these signatures.
-typedef struct {
-	void* lib;
-	int driver;
-	int device;
-	void* ctx; // driver API: the device's primary context
-	int (*eventCreate)(void**, unsigned);
-	int (*eventDestroy)(void*);
-	int (*eventRecord)(void*, void*);
-	int (*eventQuery)(void*);
-	int (*eventElapsed)(float*, void*, void*);
-	int (*streamCreate)(void**, unsigned);
-	int (*streamDestroy)(void*);
-	int (*getDeviceCount)(int*);
-	int (*setDevice)(int);
-	int (*init)(unsigned);
-	int (*deviceGet)(int*, int);
-	int (*primaryCtxRetain)(void**, int);
-	int (*primaryCtxRelease)(int);
-	int (*ctxSetCurrent)(void*);
-	const char* (*rtErrorString)(int);
-	int (*drvErrorString)(int, const char**);
-} ppc_api;
+#include "cuda.h"
 
 static void* ppc_sym(void* lib, const char* a, const char* b) {
 	void* p = dlsym(lib, a);
@@ -294,6 +271,8 @@ func (d *dlAPI) streamCreate() (Stream, error) {
 func (d *dlAPI) streamDestroy(s Stream) { C.ppc_stream_destroy(d.a, C.uintptr_t(s)) }
 
 func (d *dlAPI) describe() string { return d.desc }
+
+func (d *dlAPI) table() uintptr { return uintptr(unsafe.Pointer(d.a)) }
 
 func (d *dlAPI) close() {
 	C.ppc_close(d.a)

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
+	"github.com/ppprof/ppprof/collector/internal/ringapi"
 	"github.com/ppprof/ppprof/trace"
 	"github.com/ppprof/ppprof/trace/arrowv1"
 )
@@ -85,24 +87,17 @@ type Recorder struct {
 	path  string
 	log   io.Writer
 
-	slots  []slot
-	dev    []devSlot // CUDA only: parallel to slots
+	mem    *ringMem
+	ctl    *ringCtl      // mem.ctl: counters shared with the C hot path
+	slots  []slot        // mem.slots
+	dev    []devSlot     // mem.dev: CUDA only, parallel to slots
+	strs   []slotStrings // Go API labels, parallel to slots
+	cmem   bool          // the ring is in C memory
 	mask   uint64
 	size   uint64
 	batchN uint64
 
-	_        [64]byte
-	next     atomic.Uint64 // next seq to claim; written by producers
-	closed   atomic.Bool
-	inflight atomic.Int32 // CUDA hot-path sections in progress (Close waits for 0)
-	_        [64]byte
-	head     atomic.Uint64 // first seq not yet taken by the writer; written by the writer
-	_        [64]byte
-
-	dropped   atomic.Int64
-	rejected  atomic.Int64
 	abandoned atomic.Int64
-	devErrs   atomic.Int64
 	written   atomic.Uint64
 	watchdogs atomic.Int64
 	curStep   atomic.Int64
@@ -125,7 +120,7 @@ func New(cfg Config) (*Recorder, error) {
 		cfg:    cfg,
 		clock:  cfg.Clock,
 		log:    cfg.Log,
-		slots:  make([]slot, cfg.BufferEvents),
+		strs:   make([]slotStrings, cfg.BufferEvents),
 		mask:   uint64(cfg.BufferEvents - 1),
 		size:   uint64(cfg.BufferEvents),
 		batchN: uint64(cfg.BatchEvents),
@@ -136,10 +131,11 @@ func New(cfg Config) (*Recorder, error) {
 	if r.log == nil {
 		r.log = os.Stderr
 	}
-	if c, ok := cfg.Clock.(*CUDAClock); ok {
-		r.cuda = c
-		r.dev = make([]devSlot, cfg.BufferEvents)
-	}
+	cuda, _ := cfg.Clock.(*CUDAClock)
+	r.cuda = cuda
+	r.mem = allocRing(cfg.BufferEvents, cuda != nil)
+	r.ctl, r.slots, r.dev, r.cmem = r.mem.ctl, r.mem.slots, r.mem.dev, r.mem.cmem
+	r.setupCtl()
 	meta := cfg.Meta
 	meta.Clock = cfg.Clock.Name()
 	meta.ClockOffsetNs = 0
@@ -147,18 +143,21 @@ func New(cfg Config) (*Recorder, error) {
 		meta.ClockOffsetNs = r.cuda.OffsetNs()
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		r.mem.free()
 		return nil, fmt.Errorf("collector: %w", err)
 	}
 	r.path = filepath.Join(cfg.Dir, rankFile(cfg.Rank))
 	opt := arrowv1.Options{Compression: cfg.Compression, BatchRows: max(cfg.BatchEvents, 1024)}
 	s, err := openSink(r.path, meta, opt, cfg.Fsync)
 	if err != nil {
+		r.mem.free()
 		return nil, fmt.Errorf("collector: rank %d: %w", cfg.Rank, err)
 	}
 	started := make(chan error, 1)
 	go r.run(s, started)
 	if err := <-started; err != nil {
 		<-r.done
+		r.mem.free()
 		return nil, fmt.Errorf("collector: rank %d: %w", cfg.Rank, err)
 	}
 	watchSignals(r, cfg.Signals)
@@ -174,14 +173,41 @@ func (r *Recorder) Rank() trace.Rank { return r.cfg.Rank }
 // Stats returns the counters so far.
 func (r *Recorder) Stats() Stats {
 	return Stats{
-		Recorded:     r.next.Load(),
+		Recorded:     r.ctl.next.Load(),
 		Written:      r.written.Load(),
-		Dropped:      r.dropped.Load(),
-		Rejected:     r.rejected.Load(),
+		Dropped:      r.ctl.dropped.Load(),
+		Rejected:     r.ctl.rejected.Load(),
 		Abandoned:    r.abandoned.Load(),
-		DeviceErrors: r.devErrs.Load(),
+		DeviceErrors: r.ctl.devErrs.Load(),
 		Watchdog:     r.watchdogs.Load(),
 	}
+}
+
+// setupCtl fills the control block's configuration for the C hot path.
+func (r *Recorder) setupCtl() {
+	c := r.ctl
+	c.mask, c.size, c.rank = r.mask, r.size, int32(r.cfg.Rank)
+	switch clk := r.clock.(type) {
+	case *VirtualClock:
+		c.clock = clockVirtual
+		c.virtualPtr = uintptr(unsafe.Pointer(clk.ns))
+	case *CUDAClock:
+		c.clock = clockCUDA
+		c.cuda = clk.api.table()
+		if r.cmem {
+			c.monoOffset = monoOffset(r.clock) // issue times are host times
+		}
+	default:
+		c.clock = clockHost
+		if r.cmem {
+			c.monoOffset = monoOffset(r.clock)
+		}
+	}
+}
+
+func init() {
+	ringapi.Ctl = func(rec any) uintptr { return uintptr(unsafe.Pointer(rec.(*Recorder).ctl)) }
+	ringapi.LabelID = labelID
 }
 
 // Begin starts a compute op (F, B, W, or a free-form kind such as DATA or
@@ -189,7 +215,7 @@ func (r *Recorder) Stats() Stats {
 // op (a P2P kind, a negative step...) is not recorded: see CheckOp.
 func (r *Recorder) Begin(op Op) Span {
 	if checkOp(&op, r.cfg.Rank, false) != nil {
-		r.rejected.Add(1)
+		r.ctl.rejected.Add(1)
 		return NoSpan
 	}
 	return r.open(&op, trace.NoRank)
@@ -200,7 +226,7 @@ func (r *Recorder) Begin(op Op) Span {
 // returns. Until then the op is pending: what a hang diagnosis looks for.
 func (r *Recorder) Issue(op Op) Span {
 	if checkOp(&op, r.cfg.Rank, true) != nil {
-		r.rejected.Add(1)
+		r.ctl.rejected.Add(1)
 		return NoSpan
 	}
 	return r.open(&op, op.Peer)
@@ -305,7 +331,7 @@ func (r *Recorder) DumpPending() error { return r.request(reqDump) }
 // after Close record nothing. Close is idempotent.
 func (r *Recorder) Close() error {
 	r.closeOnce.Do(func() {
-		r.closed.Store(true)
+		r.ctl.closed.Store(1)
 		unwatchSignals(r)
 		r.closeErr = r.request(reqClose)
 		<-r.done

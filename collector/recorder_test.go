@@ -356,7 +356,7 @@ func TestDirectoryOfRanks(t *testing.T) {
 		r := newTestRecorder(t, Config{Dir: dir, Rank: trace.Rank(rank), Stage: trace.Stage(rank),
 			Meta: trace.Meta{Job: "j", PP: 3, WorldSize: 3}})
 		r.End(r.Begin(Op{Kind: trace.F}))
-		r.dropped.Add(int64(rank)) // as if the buffer had overflowed
+		r.ctl.dropped.Add(int64(rank)) // as if the buffer had overflowed
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}

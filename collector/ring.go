@@ -8,9 +8,11 @@ import (
 
 // slot holds one op from Begin until the writer takes it. The tag says
 // which seq the slot holds and in what state; the fields are written by the
-// goroutine that owns the state (see the states) before it publishes the
-// next state with an atomic store, and read after loading it. A slot is
-// 128 bytes: two cache lines, the hot path's only memory traffic.
+// goroutine (or C thread) that owns the state before it publishes the next
+// state with an atomic store, and read after loading it. A slot is 128
+// bytes, two cache lines: the hot path's only memory traffic. Its layout is
+// ppc_slot's in ring.h (TestRingLayout checks it): the C ABI's hot path
+// writes slots directly.
 type slot struct {
 	tag atomic.Uint64 // seq<<3 | state
 
@@ -21,38 +23,77 @@ type slot struct {
 	bytes   int64
 	tokens  int64
 	flops   float64
-	shape   string
-	dtype   string
+	// Written by End before stEnded/stDone (CUDA: endNs again when resolved).
+	endNs    int64
+	memBytes int64
+	// Written by Begin/Issue before stOpen.
+	shape   uint32 // label ids (labels.go), unless flagGoStrings
+	dtype   uint32
 	mb      trace.MicroBatch
 	chunk   int32
 	peer    trace.Rank
 	kind    trace.Kind
-	flags   uint8 // flagHostOnly, flagEndHost
+	endKind trace.Kind // written by End
+	flags   uint8      // flag*; End may add flagEndHost
+	_       [31]byte
+}
 
-	// Written by End before stEnded/stDone (CUDA: endNs again when resolved).
-	endKind  trace.Kind
-	endNs    int64
-	memBytes int64
+// slotStrings are the shape and dtype of an op recorded through the Go
+// API, which keeps Go strings (no interning on the Go hot path). Parallel
+// to the slots, in Go memory; used when the slot has flagGoStrings.
+type slotStrings struct {
+	shape, dtype string
 }
 
 // devSlot is a slot's CUDA side, in an array of its own so that host
 // clocks do not pay for it: the op's stream and two events the slot owns
-// and reuses lap after lap.
+// and reuses lap after lap. Layout: ppc_dev.
 type devSlot struct {
 	stream  Stream
 	startEv uintptr
 	endEv   uintptr
 }
 
-// Slot flags.
+// ringCtl is the ring's control block. Layout: ppc_ctl (ring.h). With the
+// C ABI it lives in C memory, shared with the C hot path.
+type ringCtl struct {
+	next       atomic.Uint64 // next seq to claim; written by producers
+	_          [56]byte
+	head       atomic.Uint64 // first seq not yet taken by the writer; written by the writer
+	_          [56]byte
+	closed     atomic.Int32
+	inflight   atomic.Int32 // hot-path sections in progress where Close must wait for them
+	dropped    atomic.Int64
+	rejected   atomic.Int64
+	devErrs    atomic.Int64
+	virtualPtr uintptr // address of the virtual clock's int64 (C memory), 0 unless clock is virtual
+	mask       uint64
+	size       uint64
+	rank       int32
+	clock      int32 // clockHost, clockVirtual, clockCUDA
+	monoOffset int64 // host ns = monoOffset + CLOCK_MONOTONIC ns, for C
+	cuda       uintptr
+	slots      uintptr
+	dev        uintptr
+}
+
+// Clock codes of ringCtl.clock (PPC_CLOCK_* in ring.h).
 const (
-	flagHostOnly = 1 << iota // no device timing for this op: host times only
-	flagEndHost              // CUDA: the end event failed; endNs is a host time
+	clockHost = iota
+	clockVirtual
+	clockCUDA
 )
 
-// Slot states. Producers move a slot free -> open -> ending -> ended|done;
-// the writer moves ended -> done (CUDA resolution) and open|ended ->
-// abandoned (a full buffer, or Close).
+// Slot flags (PPC_FLAG_* in ring.h).
+const (
+	flagHostOnly  = 1 << iota // no device timing for this op: host times only
+	flagEndHost               // CUDA: the end event failed; endNs is a host time
+	flagGoStrings             // shape and dtype are in the recorder's strs
+)
+
+// Slot states (PPC_ST_* in ring.h). Producers move a slot free -> open ->
+// ending -> ended|done; the writer moves ended -> done (CUDA resolution)
+// and open|ended -> abandoned (a full buffer, or Close).
 const (
 	stFree      = iota // claimed, not yet published
 	stOpen             // begun
@@ -66,36 +107,41 @@ func tagOf(seq uint64, st uint64) uint64 { return seq<<3 | st }
 
 // claim takes the next seq, or reports the buffer full.
 func (r *Recorder) claim() (uint64, bool) {
+	c := r.ctl
 	for {
-		n := r.next.Load()
-		if n-r.head.Load() >= r.size {
-			r.dropped.Add(1)
+		n := c.next.Load()
+		if n-c.head.Load() >= r.size {
+			c.dropped.Add(1)
 			r.wakeWriter()
 			return 0, false
 		}
-		if r.next.CompareAndSwap(n, n+1) {
+		if c.next.CompareAndSwap(n, n+1) {
 			return n, true
 		}
 	}
 }
 
+// guarded says whether hot-path calls must be counted in ctl.inflight, so
+// that Close frees the ring only when none is in progress: when the ring is
+// in C memory (freed at Close), or CUDA events may be destroyed.
+func (r *Recorder) guarded() bool { return r.cmem || r.cuda != nil }
+
 // open records the start of a checked op.
 func (r *Recorder) open(op *Op, peer trace.Rank) Span {
-	if r.closed.Load() {
-		return NoSpan
+	c := r.ctl
+	if r.guarded() {
+		c.inflight.Add(1)
+		defer c.inflight.Add(-1)
 	}
-	if r.cuda != nil {
-		r.inflight.Add(1)
-		defer r.inflight.Add(-1)
-		if r.closed.Load() {
-			return NoSpan
-		}
+	if c.closed.Load() != 0 {
+		return NoSpan
 	}
 	seq, ok := r.claim()
 	if !ok {
 		return NoSpan
 	}
-	s := &r.slots[seq&r.mask]
+	i := seq & r.mask
+	s := &r.slots[i]
 	s.kind = op.Kind
 	s.mb = op.MicroBatch
 	s.chunk = op.Chunk
@@ -104,14 +150,16 @@ func (r *Recorder) open(op *Op, peer trace.Rank) Span {
 	s.bytes = op.Bytes
 	s.tokens = op.Tokens
 	s.flops = op.Flops
-	s.shape = op.Shape
-	s.dtype = op.Dtype
 	s.flags = flagHostOnly
+	if op.Shape != "" || op.Dtype != "" {
+		r.strs[i] = slotStrings{op.Shape, op.Dtype}
+		s.flags |= flagGoStrings
+	}
 	now := r.clock.Now()
 	s.issueNs = now
 	s.startNs = now
-	if r.cuda != nil && r.recordStart(s, &r.dev[seq&r.mask], op.Stream) {
-		s.flags = 0
+	if r.cuda != nil && r.recordStart(&r.dev[i], op.Stream) {
+		s.flags &^= flagHostOnly
 		s.startNs = trace.NoTime
 	}
 	s.tag.Store(tagOf(seq, stOpen))
@@ -122,6 +170,14 @@ func (r *Recorder) open(op *Op, peer trace.Rank) Span {
 func (r *Recorder) end(sp Span, stream Stream, memBytes int64, skipped bool) {
 	if sp == NoSpan {
 		return
+	}
+	c := r.ctl
+	if r.guarded() {
+		c.inflight.Add(1)
+		defer c.inflight.Add(-1)
+		if c.closed.Load() != 0 {
+			return
+		}
 	}
 	seq := uint64(sp - 1)
 	s := &r.slots[seq&r.mask]
@@ -145,19 +201,17 @@ func (r *Recorder) end(sp Span, stream Stream, memBytes int64, skipped bool) {
 	if stream == SameStream {
 		stream = d.stream
 	}
-	r.inflight.Add(1)
 	if err := r.cuda.api.eventRecord(d.endEv, stream); err != nil {
-		r.devErrs.Add(1)
+		c.devErrs.Add(1)
 		s.flags |= flagEndHost
 	}
-	r.inflight.Add(-1)
 	s.tag.Store(tagOf(seq, stEnded))
 }
 
 // recordStart gives the slot its events (created the first time the slot
 // is used) and records the start event on stream. It reports false,
 // counting a device error, when the op must fall back to host times.
-func (r *Recorder) recordStart(s *slot, d *devSlot, stream Stream) bool {
+func (r *Recorder) recordStart(d *devSlot, stream Stream) bool {
 	api := r.cuda.api
 	d.stream = stream
 	if d.startEv == 0 || d.endEv == 0 {
@@ -169,12 +223,12 @@ func (r *Recorder) recordStart(s *slot, d *devSlot, stream Stream) bool {
 			d.endEv, err = api.eventCreate()
 		}
 		if err != nil {
-			r.devErrs.Add(1)
+			r.ctl.devErrs.Add(1)
 			return false
 		}
 	}
 	if err := api.eventRecord(d.startEv, stream); err != nil {
-		r.devErrs.Add(1)
+		r.ctl.devErrs.Add(1)
 		return false
 	}
 	return true

@@ -118,27 +118,27 @@ func (w *writer) cycle(force bool) {
 	if comps != w.lastComps {
 		w.lastComps, w.lastProgress = comps, now
 	}
-	outstanding := r.head.Load() < r.next.Load()
+	outstanding := r.ctl.head.Load() < r.ctl.next.Load()
 	switch {
 	case w.tailUp && !outstanding:
 		w.check(w.sink.writeTail(&trace.Trace{}))
 		w.tailUp = false
-	case w.tailUp && (comps != w.tailComps || r.next.Load() != w.tailNext):
+	case w.tailUp && (comps != w.tailComps || r.ctl.next.Load() != w.tailNext):
 		w.dump("") // things moved: rewrite the tail so it stays true
 	case !w.tailUp && outstanding && r.cfg.WatchdogTimeout > 0 && now.Sub(w.lastProgress) >= r.cfg.WatchdogTimeout:
 		w.dump(fmt.Sprintf("no op completed for %v", now.Sub(w.lastProgress).Round(time.Millisecond)))
 		r.watchdogs.Add(1)
 	}
-	w.check(w.sink.setDropped(r.dropped.Load()))
+	w.check(w.sink.setDropped(r.ctl.dropped.Load()))
 }
 
 // resolve turns the device events of ended ops into host times, in seq
 // order from the head, skipping ops whose events are not complete yet.
 func (w *writer) resolve() {
 	r := w.r
-	next := r.next.Load()
+	next := r.ctl.next.Load()
 	pending := 0
-	for seq := r.head.Load(); seq < next && pending < 256; seq++ {
+	for seq := r.ctl.head.Load(); seq < next && pending < 256; seq++ {
 		s := &r.slots[seq&r.mask]
 		if s.tag.Load() != tagOf(seq, stEnded) {
 			continue
@@ -155,7 +155,7 @@ func (w *writer) resolve() {
 // changes whenever an op completes, which is what the watchdog watches.
 func (w *writer) completed() uint64 {
 	r := w.r
-	head, next := r.head.Load(), r.next.Load()
+	head, next := r.ctl.head.Load(), r.ctl.next.Load()
 	n := head
 	for seq := head; seq < next; seq++ {
 		if r.slots[seq&r.mask].tag.Load() == tagOf(seq, stDone) {
@@ -192,7 +192,7 @@ func (w *writer) resolveSlot(s *slot, d *devSlot) bool {
 		end, err = w.r.cuda.hostTime(d.endEv)
 	}
 	if err != nil {
-		w.r.devErrs.Add(1)
+		w.r.ctl.devErrs.Add(1)
 		s.startNs = s.issueNs
 		return true
 	}
@@ -212,7 +212,7 @@ func (w *writer) resolveSlot(s *slot, d *devSlot) bool {
 // that does not complete.
 func (w *writer) take() {
 	r := w.r
-	head, next := r.head.Load(), r.next.Load()
+	head, next := r.ctl.head.Load(), r.ctl.next.Load()
 	force := next-head >= r.size/4*3
 	for ; head < next; head++ {
 		s := &r.slots[head&r.mask]
@@ -228,7 +228,7 @@ func (w *writer) take() {
 		r.abandoned.Add(1)
 		force = next-head-1 >= r.size/4*3
 	}
-	r.head.Store(head)
+	r.ctl.head.Store(head)
 }
 
 // abandon moves an open or ended slot to stAbandoned, so a later End
@@ -261,11 +261,15 @@ func (w *writer) row(seq uint64, s *slot, complete bool) trace.Event {
 		EndNs:      trace.NoTime,
 		Peer:       s.peer,
 		Bytes:      s.bytes,
-		Shape:      s.shape,
-		Dtype:      s.dtype,
 		Tokens:     s.tokens,
 		Flops:      s.flops,
 		GroupSeq:   trace.NoGroupSeq,
+	}
+	if s.flags&flagGoStrings != 0 {
+		ls := &r.strs[seq&r.mask]
+		e.Shape, e.Dtype = ls.shape, ls.dtype
+	} else if s.shape != 0 || s.dtype != 0 {
+		e.Shape, e.Dtype = labelName(s.shape), labelName(s.dtype)
 	}
 	if complete {
 		e.Kind = s.endKind
@@ -306,7 +310,7 @@ func (w *writer) dump(why string) {
 	r := w.r
 	w.write()
 	resetTrace(&w.tail)
-	head, next := r.head.Load(), r.next.Load()
+	head, next := r.ctl.head.Load(), r.ctl.next.Load()
 	var pending []int // rows of tail that are pending
 	for seq := head; seq < next; seq++ {
 		s := &r.slots[seq&r.mask]
@@ -368,7 +372,7 @@ func (w *writer) finish() error {
 		}
 	}
 	w.take()
-	head, next := r.head.Load(), r.next.Load()
+	head, next := r.ctl.head.Load(), r.ctl.next.Load()
 	for seq := head; seq < next; seq++ {
 		s := &r.slots[seq&r.mask]
 		for spins := 0; ; spins++ {
@@ -384,22 +388,22 @@ func (w *writer) finish() error {
 			// Mid-End, or claimed and not yet published: it takes
 			// nanoseconds, unless the producer was descheduled.
 			if spins > 10000 {
-				r.dropped.Add(1)
+				r.ctl.dropped.Add(1)
 				break
 			}
 			runtime.Gosched()
 		}
 	}
-	r.head.Store(next)
+	r.ctl.head.Store(next)
 	n := w.buf.Len()
-	err := w.sink.close(&w.buf, r.dropped.Load())
+	err := w.sink.close(&w.buf, r.ctl.dropped.Load())
 	if err == nil {
 		r.written.Add(uint64(n))
 	}
+	for r.ctl.inflight.Load() != 0 {
+		runtime.Gosched() // a hot-path call that began before Close
+	}
 	if r.cuda != nil {
-		for r.inflight.Load() != 0 {
-			runtime.Gosched()
-		}
 		for i := range r.dev {
 			d := &r.dev[i]
 			if d.startEv != 0 {
@@ -411,6 +415,7 @@ func (w *writer) finish() error {
 			d.startEv, d.endEv = 0, 0
 		}
 	}
+	r.mem.free()
 	if err != nil {
 		return fmt.Errorf("collector: closing %s: %w", r.path, err)
 	}
@@ -422,7 +427,7 @@ func (w *writer) finish() error {
 
 func (w *writer) anyEnded() bool {
 	r := w.r
-	for seq, next := r.head.Load(), r.next.Load(); seq < next; seq++ {
+	for seq, next := r.ctl.head.Load(), r.ctl.next.Load(); seq < next; seq++ {
 		if r.slots[seq&r.mask].tag.Load() == tagOf(seq, stEnded) {
 			return true
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ppprof/ppprof/collector"
 	"github.com/ppprof/ppprof/collector/internal/buildlib"
+	"github.com/ppprof/ppprof/collector/internal/fakecuda"
 	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/trace"
 )
@@ -180,7 +182,7 @@ func TestCABIErrors(t *testing.T) {
 	if rc := endGo(h, f); rc != 0 {
 		t.Errorf("end: %d", rc)
 	}
-	if s := beginGo(h, int(trace.SendF), 0, 0); s != -1 || !strings.Contains(lastError(), "use Issue") {
+	if s := beginGo(h, int(trace.SendF), 0, 0); s != -1 || !strings.Contains(lastError(), "use ppprof_p2p_issue") {
 		t.Errorf("begin SEND_F: %d %q", s, lastError())
 	}
 	if s := beginGo(h, 70000, 0, 0); s != -1 {
@@ -231,4 +233,56 @@ func initGoT(t *testing.T, config string) int {
 		t.Cleanup(func() { closeGo(h) })
 	}
 	return h
+}
+
+// TestCABICUDA drives the C hot path's CUDA branch against the fake CUDA
+// library: events recorded from C on the caller's stream, resolved by the
+// Go writer, device times in the file; the hot path only records.
+func TestCABICUDA(t *testing.T) {
+	if buildlib.CCompiler() == "" {
+		t.Skip("no C compiler")
+	}
+	libPath, err := fakecuda.Build(t.TempDir())
+	if err != nil {
+		t.Skip(err)
+	}
+	fake, err := fakecuda.Open(libPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h := initGoT(t, "dir="+dir+";rank=0;clock=cuda;cuda_library="+libPath+";log=none;flush_ms=10")
+	if h <= 0 {
+		t.Fatalf("init: %d %s", h, lastError())
+	}
+	stream := fake.StreamCreate()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fake.ResetCounts()
+	f := beginOnGo(h, int(trace.F), 0, 0, uint64(stream))
+	fake.Launch(stream, int64(2*time.Millisecond))
+	if rc := endGo(h, f); f <= 0 || rc != 0 {
+		t.Fatalf("begin %d, end %d: %s", f, rc, lastError())
+	}
+	if n := fake.ThreadCount("event_record"); n != 2 {
+		t.Errorf("%d event records on the hot path, want 2", n)
+	}
+	for _, call := range []string{"event_query", "elapsed_time", "set_device"} {
+		if n := fake.ThreadCount(call); n != 0 {
+			t.Errorf("%d %s calls on the hot path", n, call)
+		}
+	}
+	if rc := closeGo(h); rc != 0 {
+		t.Fatalf("close: %s", lastError())
+	}
+	tr, _, _, err := ingest.ReadFile(filepath.Join(dir, "rank-00000.arrows"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Len() != 1 || !tr.Completed(0) || tr.Meta.Clock != trace.ClockCUDAEvent {
+		t.Fatalf("rows %d, clock %q", tr.Len(), tr.Meta.Clock)
+	}
+	if d := tr.EndNs[0] - tr.StartNs[0]; d < int64(2*time.Millisecond)-1000 {
+		t.Errorf("device duration %d ns, want >= 2 ms (the kernel)", d)
+	}
 }

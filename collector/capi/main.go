@@ -13,6 +13,9 @@ package main
 
 void ppprofSetLastError(const char* msg);
 void ppprofRegisterAtexit(void);
+void ppc_set_handle(int h, uintptr_t ctl);
+void ppc_allow_kind(int k);
+void ppc_set_opt_skip(int k);
 */
 import "C"
 
@@ -24,19 +27,31 @@ import (
 	"unsafe"
 
 	"github.com/ppprof/ppprof/collector"
+	"github.com/ppprof/ppprof/collector/internal/ringapi"
 	"github.com/ppprof/ppprof/trace"
 )
 
 func main() {}
+
+// init runs when the library is loaded: recorders keep their rings in C
+// memory, which hot.c writes, and hot.c learns the kinds there are.
+func init() {
+	ringapi.CMemory.Store(true)
+	for k := 1; k < 1<<13; k++ {
+		if trace.Kind(k).Valid() {
+			C.ppc_allow_kind(C.int(k))
+		}
+	}
+	C.ppc_set_opt_skip(C.int(collector.KindOptSkip))
+}
 
 // maxHandles bounds the recorders open at once in a process.
 const maxHandles = 64
 
 // handle is one open recorder and the CUDA clock it owns, if any.
 type handle struct {
-	r       *collector.Recorder
-	cuda    *collector.CUDAClock
-	virtual *collector.VirtualClock
+	r    *collector.Recorder
+	cuda *collector.CUDAClock
 }
 
 // handles[h-1] is handle h; nil when free.
@@ -87,8 +102,7 @@ func ppprof_init(config *C.char) C.int {
 	case "host":
 		cfg.Clock = collector.HostClock()
 	case "virtual":
-		hd.virtual = collector.NewVirtualClock(spec.virtualStart)
-		cfg.Clock = hd.virtual
+		cfg.Clock = collector.NewVirtualClock(spec.virtualStart)
 	case "cuda", "auto":
 		c, err := collector.OpenCUDA(spec.cuda)
 		switch {
@@ -123,6 +137,7 @@ func ppprof_init(config *C.char) C.int {
 	}
 	hd.r = r
 	handles[slot].Store(hd)
+	C.ppc_set_handle(C.int(slot+1), C.uintptr_t(ringapi.Ctl(r)))
 	C.ppprofRegisterAtexit()
 	return C.int(slot + 1)
 }
@@ -142,100 +157,8 @@ func ppprof_kind(name *C.char) C.int {
 	if err != nil {
 		return fail(C.PPPROF_EINVAL, err)
 	}
+	C.ppc_allow_kind(C.int(k))
 	return C.int(k)
-}
-
-// spanResult turns a Begin or Issue result into a C span: a span, 0 when
-// the op was valid but not recorded, or -EINVAL with the reason.
-func spanResult(s collector.Span, op *collector.Op, rank trace.Rank, p2p bool) C.ppprof_span {
-	if s != collector.NoSpan {
-		return C.ppprof_span(s)
-	}
-	if err := collector.CheckOp(*op, rank, p2p); err != nil {
-		setError(err.Error())
-		return C.PPPROF_EINVAL
-	}
-	return 0
-}
-
-//export ppprof_begin
-func ppprof_begin(h C.int, kind C.int, step C.int64_t, mb C.int32_t, chunk C.int32_t, stream C.uint64_t) C.ppprof_span {
-	hd := get(h)
-	if hd == nil {
-		return C.PPPROF_EHANDLE
-	}
-	op := collector.Op{Kind: trace.Kind(kind), Step: int64(step), MicroBatch: trace.MicroBatch(mb),
-		Chunk: int32(chunk), Stream: collector.Stream(stream)}
-	if kind <= 0 || kind > 0xffff {
-		op.Kind = trace.KindInvalid
-	}
-	return spanResult(hd.r.Begin(op), &op, hd.r.Rank(), false)
-}
-
-//export ppprof_end
-func ppprof_end(h C.int, span C.ppprof_span, stream C.uint64_t, memBytes C.int64_t) C.int {
-	hd := get(h)
-	if hd == nil {
-		return C.PPPROF_EHANDLE
-	}
-	if span < 0 {
-		return fail(C.PPPROF_EINVAL, fmt.Errorf("span %d: an error code, not a span", int64(span)))
-	}
-	hd.r.EndOn(collector.Span(span), collector.Stream(stream), int64(memBytes))
-	return C.PPPROF_OK
-}
-
-//export ppprof_p2p_issue
-func ppprof_p2p_issue(h C.int, kind C.int, peer C.int32_t, step C.int64_t, mb C.int32_t, chunk C.int32_t,
-	bytes C.int64_t, shape *C.char, dtype *C.char, stream C.uint64_t) C.ppprof_span {
-	hd := get(h)
-	if hd == nil {
-		return C.PPPROF_EHANDLE
-	}
-	op := collector.Op{Kind: trace.Kind(kind), Peer: trace.Rank(peer), Step: int64(step),
-		MicroBatch: trace.MicroBatch(mb), Chunk: int32(chunk), Bytes: int64(bytes),
-		Shape: intern(shape), Dtype: intern(dtype), Stream: collector.Stream(stream)}
-	if kind <= 0 || kind > 0xffff {
-		op.Kind = trace.KindInvalid
-	}
-	return spanResult(hd.r.Issue(op), &op, hd.r.Rank(), true)
-}
-
-//export ppprof_p2p_complete
-func ppprof_p2p_complete(h C.int, span C.ppprof_span, stream C.uint64_t) C.int {
-	hd := get(h)
-	if hd == nil {
-		return C.PPPROF_EHANDLE
-	}
-	if span < 0 {
-		return fail(C.PPPROF_EINVAL, fmt.Errorf("span %d: an error code, not a span", int64(span)))
-	}
-	hd.r.CompleteOn(collector.Span(span), collector.Stream(stream))
-	return C.PPPROF_OK
-}
-
-//export ppprof_opt_begin
-func ppprof_opt_begin(h C.int, step C.int64_t, stream C.uint64_t) C.ppprof_span {
-	hd := get(h)
-	if hd == nil {
-		return C.PPPROF_EHANDLE
-	}
-	s := hd.r.OptimizerBegin(int64(step), collector.Stream(stream))
-	op := collector.Op{Kind: trace.Opt, Step: int64(step), MicroBatch: trace.NoMicroBatch}
-	return spanResult(s, &op, hd.r.Rank(), false)
-}
-
-//export ppprof_opt_end
-func ppprof_opt_end(h C.int, span C.ppprof_span, skipped C.int) C.int {
-	hd := get(h)
-	if hd == nil {
-		return C.PPPROF_EHANDLE
-	}
-	if span < 0 {
-		return fail(C.PPPROF_EINVAL, fmt.Errorf("span %d: an error code, not a span", int64(span)))
-	}
-	hd.r.OptimizerEnd(collector.Span(span), skipped != 0)
-	return C.PPPROF_OK
 }
 
 //export ppprof_step
@@ -248,19 +171,6 @@ func ppprof_step(h C.int, step C.int64_t) C.int {
 		return fail(C.PPPROF_EINVAL, fmt.Errorf("step %d: want >= 0", int64(step)))
 	}
 	hd.r.Step(int64(step))
-	return C.PPPROF_OK
-}
-
-//export ppprof_set_time
-func ppprof_set_time(h C.int, ns C.int64_t) C.int {
-	hd := get(h)
-	if hd == nil {
-		return C.PPPROF_EHANDLE
-	}
-	if hd.virtual == nil {
-		return fail(C.PPPROF_EINVAL, errors.New("set_time needs clock=virtual"))
-	}
-	hd.virtual.Set(int64(ns))
 	return C.PPPROF_OK
 }
 
@@ -317,6 +227,7 @@ func ppprof_close(h C.int) C.int {
 		return C.PPPROF_EHANDLE
 	}
 	handles[h-1].Store(nil)
+	C.ppc_set_handle(h, 0)
 	handleMu.Unlock()
 	err := hd.r.Close()
 	hd.closeClock()
@@ -325,6 +236,11 @@ func ppprof_close(h C.int) C.int {
 	}
 	return C.PPPROF_OK
 }
+
+// ppprofLabelID interns a shape or dtype label for hot.c, which caches it.
+//
+//export ppprofLabelID
+func ppprofLabelID(s *C.char) C.uint32_t { return C.uint32_t(ringapi.LabelID(C.GoString(s))) }
 
 // ppprofCloseAll closes every open recorder: the atexit hook.
 //
