@@ -122,6 +122,7 @@ func (p *progress) done() {
 // read (their count and bytes), on stderr when it is a terminal and quiet
 // is false. Warnings erase the bar before they are printed.
 func openWithProgress(paths, rules []string, quiet bool, stderr io.Writer) (*ingest.Result, error) {
+	setMemoryLimit()
 	parsed, err := parseMapRules(rules)
 	if err != nil {
 		return nil, err

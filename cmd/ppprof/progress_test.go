@@ -60,3 +60,14 @@ func TestProgressLine(t *testing.T) {
 		t.Errorf("drawn after done: %q", out.String())
 	}
 }
+
+// TestMemTotal checks that the machine's memory is read where there is a
+// /proc/meminfo.
+func TestMemTotal(t *testing.T) {
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("no /proc/meminfo")
+	}
+	if n := memTotalBytes(); n < 1<<20 {
+		t.Errorf("MemTotal %d bytes", n)
+	}
+}
