@@ -87,12 +87,16 @@ type Recorder struct {
 	path  string
 	log   io.Writer
 
-	mem    *ringMem
-	ctl    *ringCtl      // mem.ctl: counters shared with the C hot path
-	slots  []slot        // mem.slots
-	dev    []devSlot     // mem.dev: CUDA only, parallel to slots
-	strs   []slotStrings // Go API labels, parallel to slots
-	cmem   bool          // the ring is in C memory
+	mem   *ringMem
+	ctl   *ringCtl      // mem.ctl: counters shared with the C hot path
+	slots []slot        // mem.slots
+	dev   []devSlot     // mem.dev: CUDA only, parallel to slots
+	strs  []slotStrings // Go API labels, parallel to slots
+	cmem  bool          // the ring is in C memory
+	// guard: hot-path calls are counted in ctl.inflight, so that Close
+	// frees the ring only when none is in progress: when the ring is in C
+	// memory (freed at Close), or CUDA events may be destroyed.
+	guard  bool
 	mask   uint64
 	size   uint64
 	batchN uint64
@@ -135,6 +139,7 @@ func New(cfg Config) (*Recorder, error) {
 	r.cuda = cuda
 	r.mem = allocRing(cfg.BufferEvents, cuda != nil)
 	r.ctl, r.slots, r.dev, r.cmem = r.mem.ctl, r.mem.slots, r.mem.dev, r.mem.cmem
+	r.guard = r.cmem || cuda != nil
 	r.setupCtl()
 	meta := cfg.Meta
 	meta.Clock = cfg.Clock.Name()

@@ -121,15 +121,10 @@ func (r *Recorder) claim() (uint64, bool) {
 	}
 }
 
-// guarded says whether hot-path calls must be counted in ctl.inflight, so
-// that Close frees the ring only when none is in progress: when the ring is
-// in C memory (freed at Close), or CUDA events may be destroyed.
-func (r *Recorder) guarded() bool { return r.cmem || r.cuda != nil }
-
 // open records the start of a checked op.
 func (r *Recorder) open(op *Op, peer trace.Rank) Span {
 	c := r.ctl
-	if r.guarded() {
+	if r.guard {
 		c.inflight.Add(1)
 		defer c.inflight.Add(-1)
 	}
@@ -172,7 +167,7 @@ func (r *Recorder) end(sp Span, stream Stream, memBytes int64, skipped bool) {
 		return
 	}
 	c := r.ctl
-	if r.guarded() {
+	if r.guard {
 		c.inflight.Add(1)
 		defer c.inflight.Add(-1)
 		if c.closed.Load() != 0 {
