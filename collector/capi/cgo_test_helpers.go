@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 // Go-callable wrappers of the exported functions, for capi_test.go (test

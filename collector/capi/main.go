@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Command capi is the C ABI of the collector, built as a shared library:
 //
 //	go build -buildmode=c-shared -o libppprof.so ./collector/capi

@@ -111,6 +111,78 @@ class NoRecorder:
         pass
 
 
+class TimedRecorder:
+    """Wraps a recorder and adds up the time spent in its calls (and in
+    the waits of the work handles it returns, minus the wrapped waits), to
+    measure the collector's cost inside the training thread directly."""
+
+    def __init__(self, rec):
+        self.rec, self.spent = rec, 0.0
+
+    def _timed(self, fn, *a, **k):
+        t0 = time.perf_counter()
+        out = fn(*a, **k)
+        self.spent += time.perf_counter() - t0
+        return out
+
+    def forward(self, *a):
+        return _TimedSpan(self, self.rec.forward(*a))
+
+    def backward(self, *a):
+        return _TimedSpan(self, self.rec.backward(*a))
+
+    def optimizer(self, *a):
+        return _TimedSpan(self, self.rec.optimizer(*a))
+
+    def isend(self, t, peer, step, mb, kind):
+        return self._p2p(t, peer, step, mb, kind, dist.isend)
+
+    def irecv(self, t, peer, step, mb, kind):
+        return self._p2p(t, peer, step, mb, kind, dist.irecv)
+
+    def _p2p(self, t, peer, step, mb, kind, post):
+        t0 = time.perf_counter()
+        nbytes, shape, dtype = self.rec._labels(t)
+        span = self.rec.issue(kind, peer, step, mb, 0, nbytes, shape, dtype)
+        self.spent += time.perf_counter() - t0
+        return _TimedWork(self, post(t, peer), span)
+
+    def step(self, *a):
+        self._timed(self.rec.step, *a)
+
+    def close(self):
+        self.rec.close()
+
+
+class _TimedSpan:
+    def __init__(self, timer, span):
+        self.timer, self.span = timer, span
+
+    def __enter__(self):
+        t0 = time.perf_counter()
+        self.span.__enter__()
+        self.timer.spent += time.perf_counter() - t0
+        return self.span
+
+    def __exit__(self, *exc):
+        t0 = time.perf_counter()
+        self.span.__exit__(*exc)
+        self.timer.spent += time.perf_counter() - t0
+        return False
+
+
+class _TimedWork:
+    def __init__(self, timer, work, span):
+        self.timer, self.work, self.span = timer, work, span
+
+    def wait(self):
+        self.work.wait()
+        self.timer._timed(self.timer.rec.complete, self.span)
+
+    def is_completed(self):
+        return self.work.is_completed()
+
+
 class _Null:
     skipped = False
 
@@ -145,6 +217,8 @@ def worker(rank, args):
         rec = ppprof.Recorder(args.out, rank=rank, stage=rank, job="pp_train", world_size=p, pp=p, tp=1,
                               dp=1, microbatches=m, schedule="1f1b", clock="host", strict=True,
                               watchdog_s=args.watchdog, flush_s=0.2)
+    if args.time_collector:
+        rec = TimedRecorder(rec)
     skip = None
     if args.skip:
         r, s, mb = (int(v) for v in args.skip.split(":"))
@@ -218,9 +292,13 @@ def worker(rank, args):
         step_ms.append((time.perf_counter() - t0) * 1e3)
         losses.append(step_loss)
     rec.close()
-    if last and args.summary:
-        with open(args.summary, "w") as f:
-            json.dump({"losses": losses, "step_ms": step_ms}, f)
+    if args.summary:
+        out = {"rank": rank, "losses": losses, "step_ms": step_ms}
+        if args.time_collector:
+            out["collector_ms_per_step"] = rec.spent * 1e3 / args.steps
+        path = args.summary if last else "%s.rank%d" % (args.summary, rank)
+        with open(path, "w") as f:
+            json.dump(out, f)
     dist.destroy_process_group()
 
 
@@ -234,7 +312,10 @@ def main():
     ap.add_argument("--skip", help="RANK:STEP:MB: that rank skips that micro-batch (the job hangs)")
     ap.add_argument("--watchdog", type=float, default=60, help="collector watchdog, seconds")
     ap.add_argument("--no-collector", action="store_true", help="train without recording (for overhead)")
-    ap.add_argument("--summary", help="write losses and step times (last stage) as JSON here")
+    ap.add_argument("--summary", help="write losses and step times (last stage) as JSON here; "
+                    "other ranks write SUMMARY.rankN")
+    ap.add_argument("--time-collector", action="store_true",
+                    help="add up the time spent in collector calls (summary: collector_ms_per_step)")
     args = ap.parse_args()
     if ppprof is None and not args.no_collector:
         ap.error("the ppprof package is not importable: add collector/python to PYTHONPATH")

@@ -55,6 +55,13 @@ func TestMain(m *testing.M) {
 
 func build(t *testing.T) (lib, tool, root string) {
 	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler (%s): building libppprof.so needs cgo", cc)
+	}
 	built.once.Do(func() {
 		if built.root, built.err = moduleRoot(); built.err != nil {
 			return
