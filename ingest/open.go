@@ -167,7 +167,7 @@ func Open(paths []string, opt Options) (*Result, error) {
 	if len(parts) == 1 {
 		t = parts[0]
 	} else {
-		t, err = trace.Merge(parts...)
+		t, err = mergeParts(parts)
 		var mc *trace.MetaConflictError
 		if errors.As(err, &mc) {
 			return nil, &metaConflictError{

@@ -1,0 +1,85 @@
+package ingest
+
+import (
+	"runtime/debug"
+	"unsafe"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// mergeParts is trace.Merge for Open, with the same result and errors, but
+// merging column by column and releasing each part's copy of a column once
+// it is copied: a large job's files are held about once, not twice (the
+// parts and the merged trace). The parts are left without rows (their
+// metadata kept).
+//
+// Freed part columns are small and scattered (one rank file each), so the
+// merged columns cannot reuse them: for a large trace, every
+// mergeReturnBytes of freed columns are handed back to the operating
+// system (debug.FreeOSMemory) before the next column is allocated.
+func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
+	// The metadata and its conflicts: Merge on rowless copies.
+	heads := make([]*trace.Trace, len(parts))
+	n := 0
+	for i, p := range parts {
+		heads[i] = &trace.Trace{Meta: p.Meta}
+		n += p.Len()
+	}
+	out, err := trace.Merge(heads...)
+	if err != nil {
+		return nil, err
+	}
+	m := &colMerger{parts: parts, n: n}
+	// Strings first: once they are merged, what the collections scan
+	// (pointers) is only the merged trace's.
+	out.Shape = mergeCol(m, func(t *trace.Trace) *[]string { return &t.Shape })
+	out.Dtype = mergeCol(m, func(t *trace.Trace) *[]string { return &t.Dtype })
+	out.Group = mergeCol(m, func(t *trace.Trace) *[]string { return &t.Group })
+	out.Step = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.Step })
+	out.Seq = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.Seq })
+	out.IssueNs = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.IssueNs })
+	out.StartNs = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.StartNs })
+	out.EndNs = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.EndNs })
+	out.Bytes = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.Bytes })
+	out.Tokens = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.Tokens })
+	out.Flops = mergeCol(m, func(t *trace.Trace) *[]float64 { return &t.Flops })
+	out.MemBytes = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.MemBytes })
+	out.GroupSeq = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.GroupSeq })
+	out.Rank = mergeCol(m, func(t *trace.Trace) *[]trace.Rank { return &t.Rank })
+	out.Pipeline = mergeCol(m, func(t *trace.Trace) *[]int32 { return &t.Pipeline })
+	out.Stage = mergeCol(m, func(t *trace.Trace) *[]trace.Stage { return &t.Stage })
+	out.TPRank = mergeCol(m, func(t *trace.Trace) *[]int32 { return &t.TPRank })
+	out.Chunk = mergeCol(m, func(t *trace.Trace) *[]int32 { return &t.Chunk })
+	out.MicroBatch = mergeCol(m, func(t *trace.Trace) *[]trace.MicroBatch { return &t.MicroBatch })
+	out.Peer = mergeCol(m, func(t *trace.Trace) *[]trace.Rank { return &t.Peer })
+	out.Kind = mergeCol(m, func(t *trace.Trace) *[]trace.Kind { return &t.Kind })
+	out.SortByRankSeq()
+	return out, nil
+}
+
+// mergeReturnBytes is how many bytes of freed part columns mergeParts lets
+// pile up before handing them back to the operating system.
+const mergeReturnBytes = 512 << 20
+
+// colMerger tracks the column bytes freed since they were last returned.
+type colMerger struct {
+	parts []*trace.Trace
+	n     int
+	freed int64
+}
+
+// mergeCol concatenates one column of every part and empties the parts'.
+func mergeCol[T any](m *colMerger, col func(*trace.Trace) *[]T) []T {
+	if m.freed >= mergeReturnBytes {
+		debug.FreeOSMemory()
+		m.freed = 0
+	}
+	out := make([]T, 0, m.n)
+	for _, p := range m.parts {
+		c := col(p)
+		out = append(out, *c...)
+		m.freed += int64(cap(*c)) * int64(unsafe.Sizeof(*new(T)))
+		*c = nil
+	}
+	return out
+}
