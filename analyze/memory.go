@@ -225,6 +225,8 @@ type memScan struct {
 	recs    []memRec
 	edges   []memEdge
 	sorted  []int
+
+	plus, minus []memEdge // mergeEdges' halves
 }
 
 // clone returns a memScan with the same table shape and fresh buffers, for
@@ -276,6 +278,11 @@ func (sc *memScan) rankEdges(rows []int) []memEdge {
 			sc.table[x] = pairState{}
 		}
 		sc.touched = sc.touched[:0]
+		// Pairs come in the order their first op ran: their F ends, and
+		// their last backward ends, are mostly each in time order already.
+		if sc.mergeEdges() {
+			return sc.edges
+		}
 	} else {
 		sc.recs = sc.recs[:0]
 		for _, i := range rows {
@@ -296,6 +303,40 @@ func (sc *memScan) rankEdges(rows []int) []memEdge {
 	}
 	slices.SortFunc(sc.edges, func(a, b memEdge) int { return cmp.Or(cmp.Compare(a.atNs, b.atNs), cmp.Compare(a.delta, b.delta)) })
 	return sc.edges
+}
+
+// mergeEdges puts sc.edges in time order by merging its +1 and its -1
+// edges when each of the two is in time order already, and reports whether
+// it could. Edges at one instant are summed together by the sweep, so
+// their order among themselves does not matter.
+func (sc *memScan) mergeEdges() bool {
+	sc.plus, sc.minus = sc.plus[:0], sc.minus[:0]
+	for _, e := range sc.edges {
+		if e.delta > 0 {
+			if len(sc.plus) > 0 && e.atNs < sc.plus[len(sc.plus)-1].atNs {
+				return false
+			}
+			sc.plus = append(sc.plus, e)
+		} else {
+			if len(sc.minus) > 0 && e.atNs < sc.minus[len(sc.minus)-1].atNs {
+				return false
+			}
+			sc.minus = append(sc.minus, e)
+		}
+	}
+	out := sc.edges[:0]
+	i, j := 0, 0
+	for i < len(sc.plus) || j < len(sc.minus) {
+		if j < len(sc.minus) && (i == len(sc.plus) || sc.minus[j].atNs <= sc.plus[i].atNs) {
+			out = append(out, sc.minus[j])
+			j++
+		} else {
+			out = append(out, sc.plus[i])
+			i++
+		}
+	}
+	sc.edges = out
+	return true
 }
 
 // byRank returns rows ordered by rank, stably: rows itself when it already

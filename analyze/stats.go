@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/ppprof/ppprof/trace"
@@ -271,24 +272,81 @@ func overlap(a, b []interval) int64 {
 	return n
 }
 
-// dist sorts ds (ns) in place and summarises it (see Dist).
+// dist summarises ds (ns) (see Dist), reordering it: the order statistics
+// are found by selection, in linear time, not by sorting.
 func dist(ds []int64) Dist {
 	n := len(ds)
 	if n == 0 {
 		return Dist{}
 	}
-	slices.Sort(ds)
 	var sum float64
+	lo, hi := ds[0], ds[0]
 	for _, d := range ds {
-		sum += float64(d)
+		sum += float64(d) // whole ns: exact in any order below 2^53
+		lo, hi = min(lo, d), max(hi, d)
 	}
-	med := float64(ds[n/2])
+	// ds[n/2] in place, smaller values before it, larger after.
+	mid := selectInt64(ds, n/2)
+	med := float64(mid)
 	if n%2 == 0 {
-		med = (float64(ds[n/2-1]) + float64(ds[n/2])) / 2
+		below := ds[0]
+		for _, d := range ds[1 : n/2] {
+			below = max(below, d)
+		}
+		med = (float64(below) + med) / 2
 	}
-	k := int(math.Ceil(0.95*float64(n))) - 1
+	k := max(int(math.Ceil(0.95*float64(n)))-1, 0)
+	p95 := mid
+	if k > n/2 {
+		p95 = selectInt64(ds[n/2+1:], k-n/2-1)
+	}
 	return Dist{N: n, MeanMs: sum / float64(n) / 1e6, MedianMs: med / 1e6,
-		P95Ms: float64(ds[max(k, 0)]) / 1e6, MinMs: float64(ds[0]) / 1e6, MaxMs: float64(ds[n-1]) / 1e6}
+		P95Ms: float64(p95) / 1e6, MinMs: float64(lo) / 1e6, MaxMs: float64(hi) / 1e6}
+}
+
+// selectInt64 reorders xs so that xs[k] is its k-th smallest value (from
+// 0), with no larger value before it and no smaller after, and returns it.
+// Quickselect with median-of-three pivots; a sort past a depth budget keeps
+// it O(n log n) at worst.
+func selectInt64(xs []int64, k int) int64 {
+	lo, hi := 0, len(xs)-1
+	budget := 2 * bits.Len(uint(len(xs)))
+	for hi-lo > 16 {
+		if budget == 0 {
+			slices.Sort(xs[lo : hi+1])
+			return xs[k]
+		}
+		budget--
+		mid := lo + (hi-lo)/2
+		if xs[mid] < xs[lo] {
+			xs[mid], xs[lo] = xs[lo], xs[mid]
+		}
+		if xs[hi] < xs[lo] {
+			xs[hi], xs[lo] = xs[lo], xs[hi]
+		}
+		if xs[hi] < xs[mid] {
+			xs[hi], xs[mid] = xs[mid], xs[hi]
+		}
+		pivot := xs[mid]
+		i, j := lo-1, hi+1
+		for {
+			for i++; xs[i] < pivot; i++ {
+			}
+			for j--; xs[j] > pivot; j-- {
+			}
+			if i >= j {
+				break
+			}
+			xs[i], xs[j] = xs[j], xs[i]
+		}
+		if k <= j {
+			hi = j
+		} else {
+			lo = j + 1
+		}
+	}
+	slices.Sort(xs[lo : hi+1])
+	return xs[k]
 }
 
 // overheadOp is one non-pipeline op with its times.
