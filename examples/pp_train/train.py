@@ -18,9 +18,17 @@ collector/python):
 backward and their P2P): the pipeline hangs, as a real job with that bug
 would. The collector's watchdog then writes each rank's pending ops, and
 `ppprof hang OUT` names the culprit.
+
+--profile DIR runs the job under torch.profiler (CPU), each action
+labelled as torch.distributed.pipelining labels it (record_function
+PP:{stage}{F|B|SEND_F|RECV_F|SEND_B|RECV_B}{mb}), one step per
+ProfilerStep#N (the first step is the profiler's warmup, not recorded), and
+writes DIR/rank{r}.json; then `ppprof analyze DIR`. Without --out the
+collector is off; with it, it records as well.
 """
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -204,6 +212,18 @@ def die_with_parent():
         pass
 
 
+def profiler(out, rank, steps):
+    """A torch.profiler (CPU) of the whole run whose first step is the
+    warmup (unless there is only one), each later step a ProfilerStep#N;
+    it writes OUT/rank{rank}.json when the last step ends."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    warmup = 1 if steps > 1 else 0
+    return profile(activities=[ProfilerActivity.CPU],
+                   schedule=schedule(wait=0, warmup=warmup, active=steps - warmup, repeat=1),
+                   on_trace_ready=lambda p: p.export_chrome_trace(os.path.join(out, "rank%d.json" % rank)))
+
+
 def worker(rank, args):
     die_with_parent()
     p, m = args.world, args.microbatches
@@ -211,7 +231,7 @@ def worker(rank, args):
     torch.manual_seed(args.seed * 7919 + rank)
     dist.init_process_group("gloo", init_method="file://" + args.store, rank=rank, world_size=p,
                             timeout=timedelta(minutes=30))
-    if args.no_collector:
+    if args.no_collector or not args.out:
         rec = NoRecorder()
     else:
         rec = ppprof.Recorder(args.out, rank=rank, stage=rank, job="pp_train", world_size=p, pp=p, tp=1,
@@ -244,7 +264,14 @@ def worker(rank, args):
                 keep.append(w)
         sends[:] = keep
 
+    prof, label = None, lambda action, mb: contextlib.nullcontext()
+    if args.profile:
+        prof = profiler(args.profile, rank, args.steps)
+        label = lambda action, mb: torch.profiler.record_function("PP:%d%s%d" % (rank, action, mb))
+
     dist.barrier()
+    if prof:
+        prof.start()
     for step in range(args.steps):
         t0 = time.perf_counter()
         rec.step(step)
@@ -259,9 +286,10 @@ def worker(rank, args):
                 else:
                     x = torch.empty(shape)
                     reap()
-                    rec.irecv(x, prev, step, mb, kind=RECV_F).wait()
+                    with label("RECV_F", mb):
+                        rec.irecv(x, prev, step, mb, kind=RECV_F).wait()
                     x.requires_grad_()
-                with rec.forward(step, mb):
+                with label("F", mb), rec.forward(step, mb):
                     y = model(x)
                     if last:
                         _, target = batch(args.seed, step, mb)
@@ -269,7 +297,8 @@ def worker(rank, args):
                         step_loss += y.item()
                 stash[mb] = (x, y)
                 if not last:
-                    sends.append(rec.isend(y.detach(), nxt, step, mb, kind=SEND_F))
+                    with label("SEND_F", mb):
+                        sends.append(rec.isend(y.detach(), nxt, step, mb, kind=SEND_F))
             else:
                 x, y = stash.pop(mb)
                 if last:
@@ -277,11 +306,13 @@ def worker(rank, args):
                 else:
                     grad = torch.empty(shape)
                     reap()
-                    rec.irecv(grad, nxt, step, mb, kind=RECV_B).wait()
-                with rec.backward(step, mb):
+                    with label("RECV_B", mb):
+                        rec.irecv(grad, nxt, step, mb, kind=RECV_B).wait()
+                with label("B", mb), rec.backward(step, mb):
                     y.backward(grad)
                 if not first:
-                    sends.append(rec.isend(x.grad, prev, step, mb, kind=SEND_B))
+                    with label("SEND_B", mb):
+                        sends.append(rec.isend(x.grad, prev, step, mb, kind=SEND_B))
         for w in sends:
             w.wait()
         sends.clear()
@@ -291,6 +322,10 @@ def worker(rank, args):
         dist.barrier()
         step_ms.append((time.perf_counter() - t0) * 1e3)
         losses.append(step_loss)
+        if prof:
+            prof.step()
+    if prof:
+        prof.stop()
     rec.close()
     if args.summary:
         out = {"rank": rank, "losses": losses, "step_ms": step_ms}
@@ -304,7 +339,9 @@ def worker(rank, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="trace directory (rank-NNNNN.arrows files)")
+    ap.add_argument("--out", help="trace directory (rank-NNNNN.arrows files); without it, no collector")
+    ap.add_argument("--profile", metavar="DIR", help="run under torch.profiler (CPU), actions labelled PP:{stage}{action}{mb}; "
+                    "writes DIR/rank{r}.json")
     ap.add_argument("--world", type=int, default=4, help="pipeline stages = processes")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--microbatches", type=int, default=8)
@@ -317,10 +354,14 @@ def main():
     ap.add_argument("--time-collector", action="store_true",
                     help="add up the time spent in collector calls (summary: collector_ms_per_step)")
     args = ap.parse_args()
-    if ppprof is None and not args.no_collector:
+    if not args.out and not args.profile:
+        ap.error("--out or --profile is required")
+    if ppprof is None and args.out and not args.no_collector:
         ap.error("the ppprof package is not importable: add collector/python to PYTHONPATH")
-    os.makedirs(args.out, exist_ok=True)
-    args.store = os.path.join(args.out, ".store-%d" % os.getpid())
+    for d in (args.out, args.profile):
+        if d:
+            os.makedirs(d, exist_ok=True)
+    args.store = os.path.join(args.out or args.profile, ".store-%d" % os.getpid())
     if os.path.exists(args.store):
         os.remove(args.store)
     ctx = multiprocessing.get_context("fork")
