@@ -16,14 +16,5 @@ func union(ivs []interval) []interval {
 	if !slices.IsSortedFunc(ivs, byStart) {
 		slices.SortFunc(ivs, byStart)
 	}
-	n := 0
-	for _, iv := range ivs {
-		if n > 0 && iv.s <= ivs[n-1].e {
-			ivs[n-1].e = max(ivs[n-1].e, iv.e)
-			continue
-		}
-		ivs[n] = iv
-		n++
-	}
-	return ivs[:n]
+	return unionSorted(ivs)
 }

@@ -2,10 +2,8 @@ package analyze
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"sort"
-	"sync"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -438,31 +436,11 @@ func eachReplay(ix *index, fn func(k int, r *replay, err error)) {
 			ks = append(ks, k)
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(ks))
-	if workers <= 1 {
-		for _, k := range ks {
-			r, err := newReplay(ix.t, ix.windows[k], ix.p)
-			fn(k, r, err)
-		}
-		return
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range next {
-				r, err := newReplay(ix.t, ix.windows[k], ix.p)
-				fn(k, r, err)
-			}
-		}()
-	}
-	for _, k := range ks {
-		next <- k
-	}
-	close(next)
-	wg.Wait()
+	forEach(len(ks), func(_, i int) {
+		k := ks[i]
+		r, err := newReplay(ix.t, ix.windows[k], ix.p)
+		fn(k, r, err)
+	})
 }
 
 // mergeSorted appends to dst the union of a and b, each sorted by start

@@ -3,9 +3,7 @@ package analyze
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -301,7 +299,7 @@ func baselinePass(ix *index, noDelays bool) []*stepBase {
 		}
 		out = append(out, sb)
 	})
-	parallel(len(out), func(k int) {
+	forEach(len(out), func(_, k int) {
 		sb := out[k]
 		if sb.err != nil {
 			return
@@ -393,7 +391,7 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool) [][]flo
 	for k := range out {
 		out[k] = make([]float64, len(ok))
 	}
-	parallel(len(ok), func(k int) {
+	forEach(len(ok), func(_, k int) {
 		g, err := buildStepGraph(ix, ok[k].ws)
 		if err != nil {
 			return // built once already: cannot happen
@@ -414,33 +412,6 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool) [][]flo
 		}
 	})
 	return out
-}
-
-// parallel calls fn(k) for k in [0, n) on up to GOMAXPROCS goroutines.
-func parallel(n int, fn func(k int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		for k := range n {
-			fn(k)
-		}
-		return
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range next {
-				fn(k)
-			}
-		}()
-	}
-	for k := range n {
-		next <- k
-	}
-	close(next)
-	wg.Wait()
 }
 
 // roundNs rounds x ns to a whole, non-negative ns.
