@@ -633,15 +633,12 @@ func asInt32[T ~int32](s []T) []int32 {
 	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
 }
 
-// strings fills dst from utf8 column c, interned, "" for nulls or when the
-// column is absent. Every value must be valid UTF-8 (as arrow-go's
+// strings fills dst, which holds "" in every row, from utf8 column c,
+// interned; nulls, empty values and an absent column leave "". Every value must be valid UTF-8 (as arrow-go's
 // ValidateFull wants), nulls included.
 func (p *fastPlan) strings(c int, dst []string, n int, ns [][2]int64, bb batchBufs, d *decoder, sc *fastScratch) bool {
 	fi := p.col[c]
 	if fi < 0 {
-		for i := range dst {
-			dst[i] = ""
-		}
 		return true
 	}
 	offs, data, ok := bb.utf8(p.fields[fi].buf, n, sc)
@@ -654,14 +651,20 @@ func (p *fastPlan) strings(c int, dst []string, n int, ns [][2]int64, bb batchBu
 			return false
 		}
 	}
-	// The two values met last (rows alternate: a compute op's empty shape,
-	// a send's "4096x1x8192"), before the decoder's table.
+	// dst is fresh from Grow: every row already holds "", so empty values
+	// and nulls are skipped (no store, no write barrier). The two values
+	// met last (rows alternate: a compute op's empty shape, a send's
+	// "4096x1x8192") are checked before the decoder's table.
+	if offs[n] == offs[0] {
+		return true // all empty
+	}
 	var mru [2]string
 	for i := range n {
 		v := data[offs[i]:offs[i+1]]
 		var s string
 		switch {
 		case len(v) == 0:
+			continue
 		case string(v) == mru[0]:
 			s = mru[0]
 		case string(v) == mru[1]:
@@ -678,7 +681,7 @@ func (p *fastPlan) strings(c int, dst []string, n int, ns [][2]int64, bb batchBu
 			mru[0], mru[1] = s, mru[0]
 		}
 		if bm != nil && bm[i>>3]>>(i&7)&1 == 0 {
-			s = ""
+			continue
 		}
 		dst[i] = s
 	}
