@@ -14,9 +14,10 @@ import (
 // metadata kept).
 //
 // Freed part columns are small and scattered (one rank file each), so the
-// merged columns cannot reuse them: for a large trace, every
-// mergeReturnBytes of freed columns are handed back to the operating
-// system (debug.FreeOSMemory) before the next column is allocated.
+// merged columns cannot reuse them: for a large trace, every quarter of
+// its columns (at least mergeReturnBytes) freed is handed back to the
+// operating system (debug.FreeOSMemory, a full collection) before the next
+// column is allocated.
 func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
 	// The metadata and its conflicts: Merge on rowless copies.
 	heads := make([]*trace.Trace, len(parts))
@@ -29,7 +30,7 @@ func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &colMerger{parts: parts, n: n}
+	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/4)}
 	// Strings first: once they are merged, what the collections scan
 	// (pointers) is only the merged trace's.
 	out.Shape = mergeCol(m, func(t *trace.Trace) *[]string { return &t.Shape })
@@ -57,20 +58,24 @@ func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
 	return out, nil
 }
 
-// mergeReturnBytes is how many bytes of freed part columns mergeParts lets
-// pile up before handing them back to the operating system.
+// mergeReturnBytes is the fewest bytes of freed part columns mergeParts
+// lets pile up before handing them back to the operating system.
 const mergeReturnBytes = 512 << 20
+
+// rowBytes is the size of one row of trace.Trace's columns.
+const rowBytes = 158
 
 // colMerger tracks the column bytes freed since they were last returned.
 type colMerger struct {
 	parts []*trace.Trace
 	n     int
+	every int64 // bytes freed between two returns
 	freed int64
 }
 
 // mergeCol concatenates one column of every part and empties the parts'.
 func mergeCol[T any](m *colMerger, col func(*trace.Trace) *[]T) []T {
-	if m.freed >= mergeReturnBytes {
+	if m.freed >= m.every {
 		debug.FreeOSMemory()
 		m.freed = 0
 	}
