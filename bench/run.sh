@@ -37,7 +37,7 @@ if [ ! -e "$BENCH_DIR/.complete" ]; then
 fi
 cat "$BENCH_DIR"/rank-*.arrows > /dev/null # into the page cache
 
-"$bin/benchtable" -dir "$BENCH_DIR" -ppprof "$bin/ppprof" -runs "$RUNS"
+"$bin/benchtable" -dir "$BENCH_DIR" -ppprof "$bin/ppprof" -runs "$RUNS" -footer=false
 
 # The simulator's own rate, from the time the trace took to write.
 read -r start end < "$BENCH_DIR/.complete"

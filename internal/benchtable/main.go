@@ -42,6 +42,7 @@ func main() {
 	runs := flag.Int("runs", 5, "runs per measurement; the median is reported")
 	only := flag.String("only", "", "comma-separated sections to run (read,decode,open,analyze,e2e,hang,scale,disk); all when empty")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
+	footer := flag.Bool("footer", true, "print the load average after the table (bench/run.sh adds rows first)")
 	flag.Parse()
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
@@ -78,7 +79,9 @@ func main() {
 	if want("scale") {
 		b.scale()
 	}
-	b.footer()
+	if *footer {
+		b.footer()
+	}
 }
 
 func fail(err error) {
@@ -425,7 +428,7 @@ func (b *bench) e2e() {
 		}
 	})
 	n := float64(b.events)
-	note := fmt.Sprintf("peak RSS %.2f GB = %.0f B/event = %.2f GB per million events", float64(rss)/1e9, float64(rss)/n, float64(rss)/n)
+	note := fmt.Sprintf("peak RSS %.2f GB = %.0f B/event (%.0f MB per million events)", float64(rss)/1e9, float64(rss)/n, float64(rss)/n)
 	row(fmt.Sprintf("ppprof analyze DIR (fresh process), %d cores", b.procs), rate(n, s, "events/s"), note)
 	if b.readSecs > 0 {
 		row("  ... as a ratio", fmt.Sprintf("%.1fx read, %.1fx decode", s.med/b.readSecs, s.med/b.decodeSecs), "end to end over the page-cache read and the decode alone")
