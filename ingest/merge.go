@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"runtime"
 	"runtime/debug"
+	"sync"
 	"unsafe"
 
 	"github.com/ppprof/ppprof/trace"
@@ -30,7 +32,15 @@ func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/4)}
+	// Collections during the copy would free nothing (the parts are live
+	// until their columns are dropped, which mergeCol does, collecting
+	// itself) and would make every string copied pay a write barrier: turn
+	// them off for the merge. A memory limit (GOMEMLIMIT) still applies.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/4), off: make([]int, len(parts)+1)}
+	for i, p := range parts {
+		m.off[i+1] = m.off[i] + p.Len()
+	}
 	// Strings first: once they are merged, what the collections scan
 	// (pointers) is only the merged trace's.
 	out.Shape = mergeCol(m, func(t *trace.Trace) *[]string { return &t.Shape })
@@ -68,23 +78,42 @@ const rowBytes = 158
 // colMerger tracks the column bytes freed since they were last returned.
 type colMerger struct {
 	parts []*trace.Trace
+	off   []int // first row of each part in the merged trace; off[len(parts)] = n
 	n     int
 	every int64 // bytes freed between two returns
 	freed int64
 }
 
 // mergeCol concatenates one column of every part and empties the parts'.
+// The parts are copied on GOMAXPROCS goroutines, each a run of parts of
+// about the same number of rows.
 func mergeCol[T any](m *colMerger, col func(*trace.Trace) *[]T) []T {
 	if m.freed >= m.every {
 		debug.FreeOSMemory()
 		m.freed = 0
 	}
-	out := make([]T, 0, m.n)
-	for _, p := range m.parts {
-		c := col(p)
-		out = append(out, *c...)
-		m.freed += int64(cap(*c)) * int64(unsafe.Sizeof(*new(T)))
-		*c = nil
+	out := make([]T, m.n)
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(m.parts)))
+	var wg sync.WaitGroup
+	first := 0
+	for w := range workers {
+		// Parts [first, last) hold rows up to (w+1)/workers of the trace.
+		last := first
+		for last < len(m.parts) && (w == workers-1 || m.off[last] < m.n/workers*(w+1)) {
+			last++
+		}
+		wg.Add(1)
+		go func(first, last int) {
+			defer wg.Done()
+			for i := first; i < last; i++ {
+				c := col(m.parts[i])
+				copy(out[m.off[i]:m.off[i+1]], *c)
+				*c = nil
+			}
+		}(first, last)
+		first = last
 	}
+	wg.Wait()
+	m.freed += int64(m.n) * int64(unsafe.Sizeof(*new(T)))
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -145,6 +146,10 @@ func openWithProgress(paths, rules []string, quiet bool, stderr io.Writer) (*ing
 			fmt.Fprintf(stderr, "ppprof: warning: %s: %s\n", w.Path, w.Message)
 		}
 	}
+	// Reading builds the trace and keeps it: collections free little while
+	// the heap grows, so run them a quarter as often (the memory limit of
+	// setMemoryLimit still bounds the heap).
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	return ingest.Open(paths, opt)
 }
 
