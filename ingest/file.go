@@ -116,10 +116,11 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 		}
 		return readChromeFile(path, f, format, opt)
 	}
-	if format := Sniff(prefix); format == FormatArrowFile || format == FormatArrowStream {
-		// Arrow is decoded from the file's pages in place (the decoder
-		// copies what it keeps); a file truncated meanwhile faults, which
-		// readArrow recovers as an error.
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && (Sniff(prefix) == FormatArrowFile || Sniff(prefix) == FormatArrowStream) {
+		// Arrow in a regular file is decoded from its pages in place (the
+		// decoder copies what it keeps); a file truncated meanwhile
+		// faults, which readArrow recovers as an error. (A pipe cannot be
+		// read again from its start: it takes the path below.)
 		data, release, err := arrowv1.MapFile(f)
 		if err != nil {
 			return nil, &FileError{Path: path, Err: osReason(err)}
