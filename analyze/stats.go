@@ -3,7 +3,6 @@ package analyze
 import (
 	"cmp"
 	"math"
-	"math/bits"
 	"slices"
 
 	"github.com/ppprof/ppprof/trace"
@@ -286,7 +285,7 @@ func dist(ds []int64) Dist {
 		lo, hi = min(lo, d), max(hi, d)
 	}
 	// ds[n/2] in place, smaller values before it, larger after.
-	mid := selectInt64(ds, n/2)
+	mid := selectKth(ds, n/2)
 	med := float64(mid)
 	if n%2 == 0 {
 		below := ds[0]
@@ -298,56 +297,12 @@ func dist(ds []int64) Dist {
 	k := max(int(math.Ceil(0.95*float64(n)))-1, 0)
 	p95 := mid
 	if k > n/2 {
-		p95 = selectInt64(ds[n/2+1:], k-n/2-1)
+		p95 = selectKth(ds[n/2+1:], k-n/2-1)
 	}
 	return Dist{N: n, MeanMs: sum / float64(n) / 1e6, MedianMs: med / 1e6,
 		P95Ms: float64(p95) / 1e6, MinMs: float64(lo) / 1e6, MaxMs: float64(hi) / 1e6}
 }
 
-// selectInt64 reorders xs so that xs[k] is its k-th smallest value (from
-// 0), with no larger value before it and no smaller after, and returns it.
-// Quickselect with median-of-three pivots; a sort past a depth budget keeps
-// it O(n log n) at worst.
-func selectInt64(xs []int64, k int) int64 {
-	lo, hi := 0, len(xs)-1
-	budget := 2 * bits.Len(uint(len(xs)))
-	for hi-lo > 16 {
-		if budget == 0 {
-			slices.Sort(xs[lo : hi+1])
-			return xs[k]
-		}
-		budget--
-		mid := lo + (hi-lo)/2
-		if xs[mid] < xs[lo] {
-			xs[mid], xs[lo] = xs[lo], xs[mid]
-		}
-		if xs[hi] < xs[lo] {
-			xs[hi], xs[lo] = xs[lo], xs[hi]
-		}
-		if xs[hi] < xs[mid] {
-			xs[hi], xs[mid] = xs[mid], xs[hi]
-		}
-		pivot := xs[mid]
-		i, j := lo-1, hi+1
-		for {
-			for i++; xs[i] < pivot; i++ {
-			}
-			for j--; xs[j] > pivot; j-- {
-			}
-			if i >= j {
-				break
-			}
-			xs[i], xs[j] = xs[j], xs[i]
-		}
-		if k <= j {
-			hi = j
-		} else {
-			lo = j + 1
-		}
-	}
-	slices.Sort(xs[lo : hi+1])
-	return xs[k]
-}
 
 // overheadOp is one non-pipeline op with its times.
 type overheadOp struct {

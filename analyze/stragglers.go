@@ -262,7 +262,7 @@ func selectMedian(xs []float64) float64 {
 // with nothing larger before it and nothing smaller after, and returns it.
 // Quickselect with a median-of-three pivot; a range that shrinks too slowly
 // is sorted instead, so the worst case is O(n log n).
-func selectKth(xs []float64, k int) float64 {
+func selectKth[T cmp.Ordered](xs []T, k int) T {
 	lo, hi := 0, len(xs)-1
 	budget := 2 * bits.Len(uint(len(xs)))
 	for hi-lo > 16 {
