@@ -303,7 +303,6 @@ func dist(ds []int64) Dist {
 		P95Ms: float64(p95) / 1e6, MinMs: float64(lo) / 1e6, MaxMs: float64(hi) / 1e6}
 }
 
-
 // overheadOp is one non-pipeline op with its times.
 type overheadOp struct {
 	kind trace.Kind
