@@ -8,8 +8,10 @@ import (
 // Ranks returns the distinct ranks of t in increasing order.
 func (t *Trace) Ranks() []Rank {
 	seen := make(map[Rank]struct{})
-	for _, r := range t.Rank {
-		seen[r] = struct{}{}
+	for i, r := range t.Rank {
+		if i == 0 || r != t.Rank[i-1] { // rows come in runs of one rank
+			seen[r] = struct{}{}
+		}
 	}
 	out := make([]Rank, 0, len(seen))
 	for r := range seen {
@@ -22,16 +24,19 @@ func (t *Trace) Ranks() []Rank {
 // SortByRankSeq reorders the rows of t by (rank, seq), stably, in place.
 func (t *Trace) SortByRankSeq() {
 	n := t.Len()
-	idx := make([]int, n)
 	sorted := true
-	for i := range idx {
-		idx[i] = i
-		if i > 0 && (t.Rank[i] < t.Rank[i-1] || t.Rank[i] == t.Rank[i-1] && t.Seq[i] < t.Seq[i-1]) {
+	for i := 1; i < n; i++ {
+		if t.Rank[i] < t.Rank[i-1] || t.Rank[i] == t.Rank[i-1] && t.Seq[i] < t.Seq[i-1] {
 			sorted = false
+			break
 		}
 	}
 	if sorted {
 		return
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool {
 		i, j := idx[a], idx[b]
