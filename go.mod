@@ -8,7 +8,9 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/flatbuffers v25.12.19+incompatible
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
+	github.com/klauspost/compress v1.19.2
 	github.com/nlpodyssey/gopickle v0.2.0
+	github.com/pierrec/lz4/v4 v4.1.29
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/image v0.30.0
 	golang.org/x/net v0.62.0
@@ -29,9 +31,7 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
-	github.com/pierrec/lz4/v4 v4.1.29 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
