@@ -14,45 +14,20 @@ import (
 // col indexes trace.Columns: the event model's columns in schema order.
 type col int
 
-const (
-	colRank col = iota
-	colPipeline
-	colStage
-	colTPRank
-	colChunk
-	colStep
-	colMicroBatch
-	colKind
-	colSeq
-	colIssueNs
-	colStartNs
-	colEndNs
-	colPeer
-	colBytes
-	colShape
-	colDtype
-	colTokens
-	colFlops
-	colMemBytes
-	colGroup
-	colGroupSeq
-	numCols
-)
-
 func (c col) String() string { return trace.Columns[c] }
 
 // requiredCols must be present as columns (CSV header) in every text trace;
 // the same set the Arrow schema requires. start_ns and end_ns must be
 // present but their cells may be null.
-var requiredCols = [numCols]bool{
-	colRank: true, colStage: true, colStep: true, colKind: true, colSeq: true,
-	colStartNs: true, colEndNs: true,
+var requiredCols = [trace.NumColumns]bool{
+	trace.ColRank: true, trace.ColStage: true, trace.ColStep: true, trace.ColKind: true, trace.ColSeq: true,
+	trace.ColStartNs: true, trace.ColEndNs: true,
 }
 
 // colByName maps a column name to its index.
 var colByName = func() map[string]col {
-	m := make(map[string]col, numCols)
-	for c := col(0); c < numCols; c++ {
+	m := make(map[string]col, trace.NumColumns)
+	for c := col(0); c < trace.NumColumns; c++ {
 		m[trace.Columns[c]] = c
 	}
 	return m
@@ -83,7 +58,7 @@ type cellError struct {
 }
 
 // row is the cells of one row, indexed by column.
-type row [numCols]cell
+type row [trace.NumColumns]cell
 
 // event types the cells of r into an event, applying the defaults of
 // absent or null optional columns (DESIGN.md): pipeline, tp_rank, chunk 0,
@@ -115,33 +90,33 @@ func (r *row) event() (trace.Event, *cellError) {
 		}
 		return v
 	}
-	e.Rank = trace.Rank(i32(colRank, 0))
-	e.Pipeline = i32(colPipeline, 0)
-	e.Stage = trace.Stage(i32(colStage, 0))
-	e.TPRank = i32(colTPRank, 0)
-	e.Chunk = i32(colChunk, 0)
-	e.Step = i64(colStep, 0)
-	e.MicroBatch = trace.MicroBatch(i32(colMicroBatch, int32(trace.NoMicroBatch)))
-	kind := str(colKind)
-	e.Seq = i64(colSeq, 0)
-	e.StartNs = i64(colStartNs, trace.NoTime)
-	e.EndNs = i64(colEndNs, trace.NoTime)
-	e.IssueNs = i64(colIssueNs, trace.NoTime)
-	e.Peer = trace.Rank(i32(colPeer, int32(trace.NoRank)))
-	e.Bytes = i64(colBytes, 0)
-	e.Shape = str(colShape)
-	e.Dtype = str(colDtype)
-	e.Tokens = i64(colTokens, 0)
-	e.Flops = r.float(colFlops, &err)
-	e.MemBytes = i64(colMemBytes, 0)
-	e.Group = str(colGroup)
-	e.GroupSeq = i64(colGroupSeq, trace.NoGroupSeq)
+	e.Rank = trace.Rank(i32(trace.ColRank, 0))
+	e.Pipeline = i32(trace.ColPipeline, 0)
+	e.Stage = trace.Stage(i32(trace.ColStage, 0))
+	e.TPRank = i32(trace.ColTPRank, 0)
+	e.Chunk = i32(trace.ColChunk, 0)
+	e.Step = i64(trace.ColStep, 0)
+	e.MicroBatch = trace.MicroBatch(i32(trace.ColMicroBatch, int32(trace.NoMicroBatch)))
+	kind := str(trace.ColKind)
+	e.Seq = i64(trace.ColSeq, 0)
+	e.StartNs = i64(trace.ColStartNs, trace.NoTime)
+	e.EndNs = i64(trace.ColEndNs, trace.NoTime)
+	e.IssueNs = i64(trace.ColIssueNs, trace.NoTime)
+	e.Peer = trace.Rank(i32(trace.ColPeer, int32(trace.NoRank)))
+	e.Bytes = i64(trace.ColBytes, 0)
+	e.Shape = str(trace.ColShape)
+	e.Dtype = str(trace.ColDtype)
+	e.Tokens = i64(trace.ColTokens, 0)
+	e.Flops = r.float(trace.ColFlops, &err)
+	e.MemBytes = i64(trace.ColMemBytes, 0)
+	e.Group = str(trace.ColGroup)
+	e.GroupSeq = i64(trace.ColGroupSeq, trace.NoGroupSeq)
 	if err != nil {
 		return e, err
 	}
 	k, kerr := trace.ParseKind(strings.TrimSpace(kind))
 	if kerr != nil {
-		return e, &cellError{colKind, kerr}
+		return e, &cellError{trace.ColKind, kerr}
 	}
 	e.Kind = k
 	if e.IssueNs == trace.NoTime {
@@ -150,7 +125,7 @@ func (r *row) event() (trace.Event, *cellError) {
 			e.IssueNs = e.EndNs
 		}
 		if e.IssueNs == trace.NoTime {
-			return e, &cellError{colIssueNs, errors.New("null, and start_ns and end_ns are null too: no time to take the issue time from")}
+			return e, &cellError{trace.ColIssueNs, errors.New("null, and start_ns and end_ns are null too: no time to take the issue time from")}
 		}
 	}
 	return e, nil
@@ -172,7 +147,7 @@ func (r *row) integer(c col, bits int, def int64) (int64, *cellError) {
 	cl := r[c]
 	switch cl.kind {
 	case cellAbsent, cellNull:
-		if requiredCols[c] && c != colStartNs && c != colEndNs {
+		if requiredCols[c] && c != trace.ColStartNs && c != trace.ColEndNs {
 			return def, r.missing(c)
 		}
 		return def, nil

@@ -59,7 +59,7 @@ func ReadCSV(r io.Reader) (*trace.Trace, error) {
 		}
 		line, _ := cr.FieldPos(0)
 		cells = row{}
-		for c := col(0); c < numCols; c++ {
+		for c := col(0); c < trace.NumColumns; c++ {
 			if bind[c] < 0 {
 				continue
 			}
@@ -81,8 +81,8 @@ func ReadCSV(r io.Reader) (*trace.Trace, error) {
 // bindCSVHeader maps each model column to its field index in the header
 // (-1 when absent), or says which required column is missing or which
 // column appears twice.
-func bindCSVHeader(header []string) ([numCols]int, error) {
-	var bind [numCols]int
+func bindCSVHeader(header []string) ([trace.NumColumns]int, error) {
+	var bind [trace.NumColumns]int
 	for i := range bind {
 		bind[i] = -1
 	}
@@ -97,7 +97,7 @@ func bindCSVHeader(header []string) ([numCols]int, error) {
 		bind[c] = i
 	}
 	var missing []string
-	for c := col(0); c < numCols; c++ {
+	for c := col(0); c < trace.NumColumns; c++ {
 		if requiredCols[c] && bind[c] < 0 {
 			missing = append(missing, strconv.Quote(c.String()))
 		}
@@ -137,7 +137,7 @@ func WriteCSV(w io.Writer, t *trace.Trace) error {
 	if err := cw.Write(trace.Columns[:]); err != nil {
 		return err
 	}
-	rec := make([]string, numCols)
+	rec := make([]string, trace.NumColumns)
 	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	tm := func(v int64) string {
 		if v == trace.NoTime {
@@ -146,27 +146,27 @@ func WriteCSV(w io.Writer, t *trace.Trace) error {
 		return i64(v)
 	}
 	for i := 0; i < t.Len(); i++ {
-		rec[colRank] = i64(int64(t.Rank[i]))
-		rec[colPipeline] = i64(int64(t.Pipeline[i]))
-		rec[colStage] = i64(int64(t.Stage[i]))
-		rec[colTPRank] = i64(int64(t.TPRank[i]))
-		rec[colChunk] = i64(int64(t.Chunk[i]))
-		rec[colStep] = i64(t.Step[i])
-		rec[colMicroBatch] = i64(int64(t.MicroBatch[i]))
-		rec[colKind] = t.Kind[i].String()
-		rec[colSeq] = i64(t.Seq[i])
-		rec[colIssueNs] = tm(t.IssueNs[i])
-		rec[colStartNs] = tm(t.StartNs[i])
-		rec[colEndNs] = tm(t.EndNs[i])
-		rec[colPeer] = i64(int64(t.Peer[i]))
-		rec[colBytes] = i64(t.Bytes[i])
-		rec[colShape] = t.Shape[i]
-		rec[colDtype] = t.Dtype[i]
-		rec[colTokens] = i64(t.Tokens[i])
-		rec[colFlops] = strconv.FormatFloat(t.Flops[i], 'g', -1, 64)
-		rec[colMemBytes] = i64(t.MemBytes[i])
-		rec[colGroup] = t.Group[i]
-		rec[colGroupSeq] = i64(t.GroupSeq[i])
+		rec[trace.ColRank] = i64(int64(t.Rank[i]))
+		rec[trace.ColPipeline] = i64(int64(t.Pipeline[i]))
+		rec[trace.ColStage] = i64(int64(t.Stage[i]))
+		rec[trace.ColTPRank] = i64(int64(t.TPRank[i]))
+		rec[trace.ColChunk] = i64(int64(t.Chunk[i]))
+		rec[trace.ColStep] = i64(t.Step[i])
+		rec[trace.ColMicroBatch] = i64(int64(t.MicroBatch[i]))
+		rec[trace.ColKind] = t.Kind[i].String()
+		rec[trace.ColSeq] = i64(t.Seq[i])
+		rec[trace.ColIssueNs] = tm(t.IssueNs[i])
+		rec[trace.ColStartNs] = tm(t.StartNs[i])
+		rec[trace.ColEndNs] = tm(t.EndNs[i])
+		rec[trace.ColPeer] = i64(int64(t.Peer[i]))
+		rec[trace.ColBytes] = i64(t.Bytes[i])
+		rec[trace.ColShape] = t.Shape[i]
+		rec[trace.ColDtype] = t.Dtype[i]
+		rec[trace.ColTokens] = i64(t.Tokens[i])
+		rec[trace.ColFlops] = strconv.FormatFloat(t.Flops[i], 'g', -1, 64)
+		rec[trace.ColMemBytes] = i64(t.MemBytes[i])
+		rec[trace.ColGroup] = t.Group[i]
+		rec[trace.ColGroupSeq] = i64(t.GroupSeq[i])
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

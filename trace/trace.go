@@ -207,8 +207,35 @@ func (t *Trace) Slice(from, to int) *Trace {
 	}
 }
 
+// Column positions in Columns (and in the Arrow schema v1, CSV and JSONL
+// orders of the codecs).
+const (
+	ColRank = iota
+	ColPipeline
+	ColStage
+	ColTPRank
+	ColChunk
+	ColStep
+	ColMicroBatch
+	ColKind
+	ColSeq
+	ColIssueNs
+	ColStartNs
+	ColEndNs
+	ColPeer
+	ColBytes
+	ColShape
+	ColDtype
+	ColTokens
+	ColFlops
+	ColMemBytes
+	ColGroup
+	ColGroupSeq
+	NumColumns // the number of columns
+)
+
 // Columns lists the column names of the event model in schema order.
-var Columns = [...]string{
+var Columns = [NumColumns]string{
 	"rank", "pipeline", "stage", "tp_rank", "chunk", "step", "microbatch",
 	"kind", "seq", "issue_ns", "start_ns", "end_ns", "peer", "bytes", "shape",
 	"dtype", "tokens", "flops", "mem_bytes", "group", "group_seq",

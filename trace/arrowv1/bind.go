@@ -27,14 +27,14 @@ func (e *ColumnError) Error() string {
 
 // requiredColumns must be present; the others default when absent (see
 // binding.decode).
-var requiredColumns = [numColumns]bool{
-	colRank: true, colStage: true, colStep: true, colKind: true, colSeq: true,
-	colStartNs: true, colEndNs: true,
+var requiredColumns = [trace.NumColumns]bool{
+	trace.ColRank: true, trace.ColStage: true, trace.ColStep: true, trace.ColKind: true, trace.ColSeq: true,
+	trace.ColStartNs: true, trace.ColEndNs: true,
 }
 
 // binding maps the v1 columns to field positions of one schema.
 type binding struct {
-	field [numColumns]int // field index, -1 when the column is absent
+	field [trace.NumColumns]int // field index, -1 when the column is absent
 }
 
 // bind finds the v1 columns of s by name and checks their types. Numeric
@@ -59,7 +59,7 @@ func bind(s *arrow.Schema) (*binding, error) {
 		}
 		dt := s.Field(idx[0]).Type
 		ok := arrow.TypeEqual(dt, columnTypes[c])
-		if c == colKind || c == colShape || c == colDtype || c == colGroup {
+		if c == trace.ColKind || c == trace.ColShape || c == trace.ColDtype || c == trace.ColGroup {
 			ok = isStringType(dt)
 		}
 		if !ok {
@@ -73,9 +73,9 @@ func bind(s *arrow.Schema) (*binding, error) {
 // wantType describes the types accepted for column c.
 func wantType(c int) string {
 	switch c {
-	case colKind:
+	case trace.ColKind:
 		return "dictionary<values=utf8, indices=int16> or utf8"
-	case colShape, colDtype, colGroup:
+	case trace.ColShape, trace.ColDtype, trace.ColGroup:
 		return "utf8"
 	}
 	return columnTypes[c].String()

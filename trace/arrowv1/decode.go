@@ -182,7 +182,7 @@ func (d *decoder) decodeBatch(t *trace.Trace, rec arrow.RecordBatch, b *binding)
 		}
 	}()
 	n := int(rec.NumRows())
-	var cols [numColumns]arrow.Array
+	var cols [trace.NumColumns]arrow.Array
 	for c, f := range b.field {
 		if f < 0 {
 			continue
@@ -201,31 +201,31 @@ func (d *decoder) decodeBatch(t *trace.Trace, rec arrow.RecordBatch, b *binding)
 		t.Grow(max(n, base)) // trace.Grow is exact: double to amortize
 	}
 	// The rank comes first: row errors name it.
-	rank, err := required(cols[colRank], base, t, "rank")
+	rank, err := required(cols[trace.ColRank], base, t, "rank")
 	if err != nil {
 		return err
 	}
 	t.Rank = appendInt32s(t.Rank, rank, n, 0)
-	for _, c := range []int{colStage, colStep, colSeq} {
+	for _, c := range []int{trace.ColStage, trace.ColStep, trace.ColSeq} {
 		if _, err := required(cols[c], base, t, trace.Columns[c]); err != nil {
 			return err
 		}
 	}
-	t.Stage = appendInt32s(t.Stage, cols[colStage], n, 0)
-	t.Step = appendInt64s(t.Step, cols[colStep], n, 0)
-	t.Seq = appendInt64s(t.Seq, cols[colSeq], n, 0)
-	t.Pipeline = appendInt32s(t.Pipeline, cols[colPipeline], n, 0)
-	t.TPRank = appendInt32s(t.TPRank, cols[colTPRank], n, 0)
-	t.Chunk = appendInt32s(t.Chunk, cols[colChunk], n, 0)
-	t.MicroBatch = appendInt32s(t.MicroBatch, cols[colMicroBatch], n, trace.NoMicroBatch)
-	t.Peer = appendInt32s(t.Peer, cols[colPeer], n, trace.NoRank)
-	t.Bytes = appendInt64s(t.Bytes, cols[colBytes], n, 0)
-	t.Tokens = appendInt64s(t.Tokens, cols[colTokens], n, 0)
-	t.MemBytes = appendInt64s(t.MemBytes, cols[colMemBytes], n, 0)
-	t.GroupSeq = appendInt64s(t.GroupSeq, cols[colGroupSeq], n, trace.NoGroupSeq)
-	t.StartNs = appendInt64s(t.StartNs, cols[colStartNs], n, trace.NoTime)
-	t.EndNs = appendInt64s(t.EndNs, cols[colEndNs], n, trace.NoTime)
-	t.IssueNs = appendInt64s(t.IssueNs, cols[colIssueNs], n, trace.NoTime)
+	t.Stage = appendInt32s(t.Stage, cols[trace.ColStage], n, 0)
+	t.Step = appendInt64s(t.Step, cols[trace.ColStep], n, 0)
+	t.Seq = appendInt64s(t.Seq, cols[trace.ColSeq], n, 0)
+	t.Pipeline = appendInt32s(t.Pipeline, cols[trace.ColPipeline], n, 0)
+	t.TPRank = appendInt32s(t.TPRank, cols[trace.ColTPRank], n, 0)
+	t.Chunk = appendInt32s(t.Chunk, cols[trace.ColChunk], n, 0)
+	t.MicroBatch = appendInt32s(t.MicroBatch, cols[trace.ColMicroBatch], n, trace.NoMicroBatch)
+	t.Peer = appendInt32s(t.Peer, cols[trace.ColPeer], n, trace.NoRank)
+	t.Bytes = appendInt64s(t.Bytes, cols[trace.ColBytes], n, 0)
+	t.Tokens = appendInt64s(t.Tokens, cols[trace.ColTokens], n, 0)
+	t.MemBytes = appendInt64s(t.MemBytes, cols[trace.ColMemBytes], n, 0)
+	t.GroupSeq = appendInt64s(t.GroupSeq, cols[trace.ColGroupSeq], n, trace.NoGroupSeq)
+	t.StartNs = appendInt64s(t.StartNs, cols[trace.ColStartNs], n, trace.NoTime)
+	t.EndNs = appendInt64s(t.EndNs, cols[trace.ColEndNs], n, trace.NoTime)
+	t.IssueNs = appendInt64s(t.IssueNs, cols[trace.ColIssueNs], n, trace.NoTime)
 	for i := base; i < base+n; i++ {
 		if t.IssueNs[i] != trace.NoTime {
 			continue
@@ -239,11 +239,11 @@ func (d *decoder) decodeBatch(t *trace.Trace, rec arrow.RecordBatch, b *binding)
 			d.pending = true
 		}
 	}
-	t.Flops = appendFloat64s(t.Flops, cols[colFlops], n)
-	t.Shape = d.appendStrings(t.Shape, cols[colShape], n)
-	t.Dtype = d.appendStrings(t.Dtype, cols[colDtype], n)
-	t.Group = d.appendStrings(t.Group, cols[colGroup], n)
-	return d.appendKinds(t, cols[colKind], base)
+	t.Flops = appendFloat64s(t.Flops, cols[trace.ColFlops], n)
+	t.Shape = d.appendStrings(t.Shape, cols[trace.ColShape], n)
+	t.Dtype = d.appendStrings(t.Dtype, cols[trace.ColDtype], n)
+	t.Group = d.appendStrings(t.Group, cols[trace.ColGroup], n)
+	return d.appendKinds(t, cols[trace.ColKind], base)
 }
 
 // required checks that a required column a has no nulls.

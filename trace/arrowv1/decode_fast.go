@@ -43,8 +43,8 @@ type fastField struct {
 type fastPlan struct {
 	meta    trace.Meta
 	fields  []fastField
-	col     [numColumns]int // field of each v1 column, -1 when absent
-	nbuf    int             // buffers per record batch
+	col     [trace.NumColumns]int // field of each v1 column, -1 when absent
+	nbuf    int                   // buffers per record batch
 	kindDic bool
 
 	// strs is the read's one copy of each string value: batches decode
@@ -223,7 +223,7 @@ func newFastPlan(schemaFrame frame) (*fastPlan, bool) {
 			return nil, false // a column ppprof does not know: the checked path
 		}
 		switch c := ff.col; {
-		case c == colKind:
+		case c == trace.ColKind:
 			switch dt := fl.Type.(type) {
 			case *arrow.DictionaryType:
 				if dt.ValueType.ID() != arrow.STRING || ids[f] < 0 {
@@ -245,7 +245,7 @@ func newFastPlan(schemaFrame frame) (*fastPlan, bool) {
 				}
 				p.nbuf += 3
 			}
-		case c == colShape || c == colDtype || c == colGroup:
+		case c == trace.ColShape || c == trace.ColDtype || c == trace.ColGroup:
 			if fl.Type.ID() != arrow.STRING {
 				return nil, false
 			}
@@ -253,7 +253,7 @@ func newFastPlan(schemaFrame frame) (*fastPlan, bool) {
 		default:
 			p.nbuf += 2 // validity, values: bind checked the exact type
 		}
-		if ids[f] >= 0 && ff.col != colKind {
+		if ids[f] >= 0 && ff.col != trace.ColKind {
 			return nil, false
 		}
 	}
@@ -336,7 +336,7 @@ func nodes(f *fbuf, rb fbTable) ([][2]int64, bool) {
 // the table the following record batches see.
 func (p *fastPlan) dictionary(fr *frame, lut []trace.Kind, d *decoder) ([]trace.Kind, bool) {
 	f, rb, id, delta, ok := batchHeader(fr)
-	if !ok || !p.kindDic || id != p.fields[p.col[colKind]].dictID {
+	if !ok || !p.kindDic || id != p.fields[p.col[trace.ColKind]].dictID {
 		return nil, false
 	}
 	ns, ok := nodes(f, rb)
@@ -552,7 +552,7 @@ func (p *fastPlan) batch(t *trace.Trace, base int, fr *frame, lut []trace.Kind, 
 			return false
 		}
 		if bm != nil {
-			if c == colRank || c == colStage || c == colStep || c == colSeq {
+			if c == trace.ColRank || c == trace.ColStage || c == trace.ColStep || c == trace.ColSeq {
 				return false // a null in a required column: the checked path names the row
 			}
 			for i := range n {
@@ -569,27 +569,27 @@ func (p *fastPlan) batch(t *trace.Trace, base int, fr *frame, lut []trace.Kind, 
 	i64 := func(c int, dst []int64, def int64) bool {
 		return fixed(c, bytesOf(dst), 8, func(i int) { dst[i] = def })
 	}
-	ok = i32(colRank, asInt32(t.Rank[base:end]), 0) &&
-		i32(colStage, asInt32(t.Stage[base:end]), 0) &&
-		i64(colStep, t.Step[base:end], 0) &&
-		i64(colSeq, t.Seq[base:end], 0) &&
-		i32(colPipeline, t.Pipeline[base:end], 0) &&
-		i32(colTPRank, t.TPRank[base:end], 0) &&
-		i32(colChunk, t.Chunk[base:end], 0) &&
-		i32(colMicroBatch, asInt32(t.MicroBatch[base:end]), int32(trace.NoMicroBatch)) &&
-		i32(colPeer, asInt32(t.Peer[base:end]), int32(trace.NoRank)) &&
-		i64(colBytes, t.Bytes[base:end], 0) &&
-		i64(colTokens, t.Tokens[base:end], 0) &&
-		i64(colMemBytes, t.MemBytes[base:end], 0) &&
-		i64(colGroupSeq, t.GroupSeq[base:end], trace.NoGroupSeq) &&
-		i64(colStartNs, t.StartNs[base:end], trace.NoTime) &&
-		i64(colEndNs, t.EndNs[base:end], trace.NoTime) &&
-		i64(colIssueNs, t.IssueNs[base:end], trace.NoTime)
+	ok = i32(trace.ColRank, asInt32(t.Rank[base:end]), 0) &&
+		i32(trace.ColStage, asInt32(t.Stage[base:end]), 0) &&
+		i64(trace.ColStep, t.Step[base:end], 0) &&
+		i64(trace.ColSeq, t.Seq[base:end], 0) &&
+		i32(trace.ColPipeline, t.Pipeline[base:end], 0) &&
+		i32(trace.ColTPRank, t.TPRank[base:end], 0) &&
+		i32(trace.ColChunk, t.Chunk[base:end], 0) &&
+		i32(trace.ColMicroBatch, asInt32(t.MicroBatch[base:end]), int32(trace.NoMicroBatch)) &&
+		i32(trace.ColPeer, asInt32(t.Peer[base:end]), int32(trace.NoRank)) &&
+		i64(trace.ColBytes, t.Bytes[base:end], 0) &&
+		i64(trace.ColTokens, t.Tokens[base:end], 0) &&
+		i64(trace.ColMemBytes, t.MemBytes[base:end], 0) &&
+		i64(trace.ColGroupSeq, t.GroupSeq[base:end], trace.NoGroupSeq) &&
+		i64(trace.ColStartNs, t.StartNs[base:end], trace.NoTime) &&
+		i64(trace.ColEndNs, t.EndNs[base:end], trace.NoTime) &&
+		i64(trace.ColIssueNs, t.IssueNs[base:end], trace.NoTime)
 	if !ok {
 		return false
 	}
 	flops := t.Flops[base:end]
-	if !fixed(colFlops, bytesOf(flops), 8, func(i int) { flops[i] = 0 }) {
+	if !fixed(trace.ColFlops, bytesOf(flops), 8, func(i int) { flops[i] = 0 }) {
 		return false
 	}
 	issue, start, stop := t.IssueNs[base:end], t.StartNs[base:end], t.EndNs[base:end]
@@ -606,9 +606,9 @@ func (p *fastPlan) batch(t *trace.Trace, base int, fr *frame, lut []trace.Kind, 
 			d.pending = true
 		}
 	}
-	return p.strings(colShape, t.Shape[base:end], n, ns, bb, d, sc) &&
-		p.strings(colDtype, t.Dtype[base:end], n, ns, bb, d, sc) &&
-		p.strings(colGroup, t.Group[base:end], n, ns, bb, d, sc) &&
+	return p.strings(trace.ColShape, t.Shape[base:end], n, ns, bb, d, sc) &&
+		p.strings(trace.ColDtype, t.Dtype[base:end], n, ns, bb, d, sc) &&
+		p.strings(trace.ColGroup, t.Group[base:end], n, ns, bb, d, sc) &&
 		p.kinds(t.Kind[base:end], n, ns, bb, lut, d, sc)
 }
 
@@ -692,7 +692,7 @@ func (p *fastPlan) strings(c int, dst []string, n int, ns [][2]int64, bb batchBu
 // names. A null, an index out of range or a name trace.ParseKind refuses
 // sends the input to the checked path.
 func (p *fastPlan) kinds(dst []trace.Kind, n int, ns [][2]int64, bb batchBufs, lut []trace.Kind, d *decoder, sc *fastScratch) bool {
-	fi := p.col[colKind]
+	fi := p.col[trace.ColKind]
 	ff := p.fields[fi]
 	if ns[fi][1] != 0 {
 		return false

@@ -83,7 +83,7 @@ func (d *kindDict) release() {
 // buildRecord encodes rows [from, to) of t as one record batch of schema,
 // adding their kinds to dict. The caller releases the record.
 func buildRecord(mem memory.Allocator, schema *arrow.Schema, t *trace.Trace, from, to int, dict *kindDict) (arrow.RecordBatch, error) {
-	var cols [numColumns]arrow.Array
+	var cols [trace.NumColumns]arrow.Array
 	defer func() {
 		for _, c := range cols {
 			if c != nil {
@@ -92,35 +92,35 @@ func buildRecord(mem memory.Allocator, schema *arrow.Schema, t *trace.Trace, fro
 		}
 	}()
 	var err error
-	if cols[colKind], err = kindColumn(mem, t.Kind[from:to], dict, from); err != nil {
+	if cols[trace.ColKind], err = kindColumn(mem, t.Kind[from:to], dict, from); err != nil {
 		return nil, err
 	}
-	if cols[colShape], err = stringColumn(mem, t.Shape[from:to]); err != nil {
+	if cols[trace.ColShape], err = stringColumn(mem, t.Shape[from:to]); err != nil {
 		return nil, fmt.Errorf("column shape: %w", err)
 	}
-	if cols[colDtype], err = stringColumn(mem, t.Dtype[from:to]); err != nil {
+	if cols[trace.ColDtype], err = stringColumn(mem, t.Dtype[from:to]); err != nil {
 		return nil, fmt.Errorf("column dtype: %w", err)
 	}
-	if cols[colGroup], err = stringColumn(mem, t.Group[from:to]); err != nil {
+	if cols[trace.ColGroup], err = stringColumn(mem, t.Group[from:to]); err != nil {
 		return nil, fmt.Errorf("column group: %w", err)
 	}
-	cols[colRank] = int32Column(mem, t.Rank[from:to])
-	cols[colPipeline] = int32Column(mem, t.Pipeline[from:to])
-	cols[colStage] = int32Column(mem, t.Stage[from:to])
-	cols[colTPRank] = int32Column(mem, t.TPRank[from:to])
-	cols[colChunk] = int32Column(mem, t.Chunk[from:to])
-	cols[colStep] = int64Column(mem, t.Step[from:to])
-	cols[colMicroBatch] = int32Column(mem, t.MicroBatch[from:to])
-	cols[colSeq] = int64Column(mem, t.Seq[from:to])
-	cols[colIssueNs] = int64Column(mem, t.IssueNs[from:to])
-	cols[colStartNs] = timeColumn(mem, t.StartNs[from:to])
-	cols[colEndNs] = timeColumn(mem, t.EndNs[from:to])
-	cols[colPeer] = int32Column(mem, t.Peer[from:to])
-	cols[colBytes] = int64Column(mem, t.Bytes[from:to])
-	cols[colTokens] = int64Column(mem, t.Tokens[from:to])
-	cols[colFlops] = float64Column(mem, t.Flops[from:to])
-	cols[colMemBytes] = int64Column(mem, t.MemBytes[from:to])
-	cols[colGroupSeq] = int64Column(mem, t.GroupSeq[from:to])
+	cols[trace.ColRank] = int32Column(mem, t.Rank[from:to])
+	cols[trace.ColPipeline] = int32Column(mem, t.Pipeline[from:to])
+	cols[trace.ColStage] = int32Column(mem, t.Stage[from:to])
+	cols[trace.ColTPRank] = int32Column(mem, t.TPRank[from:to])
+	cols[trace.ColChunk] = int32Column(mem, t.Chunk[from:to])
+	cols[trace.ColStep] = int64Column(mem, t.Step[from:to])
+	cols[trace.ColMicroBatch] = int32Column(mem, t.MicroBatch[from:to])
+	cols[trace.ColSeq] = int64Column(mem, t.Seq[from:to])
+	cols[trace.ColIssueNs] = int64Column(mem, t.IssueNs[from:to])
+	cols[trace.ColStartNs] = timeColumn(mem, t.StartNs[from:to])
+	cols[trace.ColEndNs] = timeColumn(mem, t.EndNs[from:to])
+	cols[trace.ColPeer] = int32Column(mem, t.Peer[from:to])
+	cols[trace.ColBytes] = int64Column(mem, t.Bytes[from:to])
+	cols[trace.ColTokens] = int64Column(mem, t.Tokens[from:to])
+	cols[trace.ColFlops] = float64Column(mem, t.Flops[from:to])
+	cols[trace.ColMemBytes] = int64Column(mem, t.MemBytes[from:to])
+	cols[trace.ColGroupSeq] = int64Column(mem, t.GroupSeq[from:to])
 	return array.NewRecordBatch(schema, cols[:], int64(to-from)), nil
 }
 

@@ -12,56 +12,30 @@ import (
 // Readers accept any integer index type, and plain strings.
 var kindType = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int16, ValueType: arrow.BinaryTypes.String}
 
-// Column positions in the v1 schema, in trace.Columns order.
-const (
-	colRank = iota
-	colPipeline
-	colStage
-	colTPRank
-	colChunk
-	colStep
-	colMicroBatch
-	colKind
-	colSeq
-	colIssueNs
-	colStartNs
-	colEndNs
-	colPeer
-	colBytes
-	colShape
-	colDtype
-	colTokens
-	colFlops
-	colMemBytes
-	colGroup
-	colGroupSeq
-	numColumns
-)
-
 // columnTypes are the Arrow types of the v1 columns as written, indexed by
 // column position.
-var columnTypes = [numColumns]arrow.DataType{
-	colRank:       arrow.PrimitiveTypes.Int32,
-	colPipeline:   arrow.PrimitiveTypes.Int32,
-	colStage:      arrow.PrimitiveTypes.Int32,
-	colTPRank:     arrow.PrimitiveTypes.Int32,
-	colChunk:      arrow.PrimitiveTypes.Int32,
-	colStep:       arrow.PrimitiveTypes.Int64,
-	colMicroBatch: arrow.PrimitiveTypes.Int32,
-	colKind:       kindType,
-	colSeq:        arrow.PrimitiveTypes.Int64,
-	colIssueNs:    arrow.PrimitiveTypes.Int64,
-	colStartNs:    arrow.PrimitiveTypes.Int64,
-	colEndNs:      arrow.PrimitiveTypes.Int64,
-	colPeer:       arrow.PrimitiveTypes.Int32,
-	colBytes:      arrow.PrimitiveTypes.Int64,
-	colShape:      arrow.BinaryTypes.String,
-	colDtype:      arrow.BinaryTypes.String,
-	colTokens:     arrow.PrimitiveTypes.Int64,
-	colFlops:      arrow.PrimitiveTypes.Float64,
-	colMemBytes:   arrow.PrimitiveTypes.Int64,
-	colGroup:      arrow.BinaryTypes.String,
-	colGroupSeq:   arrow.PrimitiveTypes.Int64,
+var columnTypes = [trace.NumColumns]arrow.DataType{
+	trace.ColRank:       arrow.PrimitiveTypes.Int32,
+	trace.ColPipeline:   arrow.PrimitiveTypes.Int32,
+	trace.ColStage:      arrow.PrimitiveTypes.Int32,
+	trace.ColTPRank:     arrow.PrimitiveTypes.Int32,
+	trace.ColChunk:      arrow.PrimitiveTypes.Int32,
+	trace.ColStep:       arrow.PrimitiveTypes.Int64,
+	trace.ColMicroBatch: arrow.PrimitiveTypes.Int32,
+	trace.ColKind:       kindType,
+	trace.ColSeq:        arrow.PrimitiveTypes.Int64,
+	trace.ColIssueNs:    arrow.PrimitiveTypes.Int64,
+	trace.ColStartNs:    arrow.PrimitiveTypes.Int64,
+	trace.ColEndNs:      arrow.PrimitiveTypes.Int64,
+	trace.ColPeer:       arrow.PrimitiveTypes.Int32,
+	trace.ColBytes:      arrow.PrimitiveTypes.Int64,
+	trace.ColShape:      arrow.BinaryTypes.String,
+	trace.ColDtype:      arrow.BinaryTypes.String,
+	trace.ColTokens:     arrow.PrimitiveTypes.Int64,
+	trace.ColFlops:      arrow.PrimitiveTypes.Float64,
+	trace.ColMemBytes:   arrow.PrimitiveTypes.Int64,
+	trace.ColGroup:      arrow.BinaryTypes.String,
+	trace.ColGroupSeq:   arrow.PrimitiveTypes.Int64,
 }
 
 // Schema returns the Arrow schema v1 for a trace with metadata meta: the
@@ -70,12 +44,12 @@ var columnTypes = [numColumns]arrow.DataType{
 // utf8 with int16 indices, and meta.Map() as the schema metadata
 // (keys sorted, so equal metadata gives byte-identical schemas).
 func Schema(meta trace.Meta) *arrow.Schema {
-	fields := make([]arrow.Field, numColumns)
+	fields := make([]arrow.Field, trace.NumColumns)
 	for i := range fields {
 		fields[i] = arrow.Field{
 			Name:     trace.Columns[i],
 			Type:     columnTypes[i],
-			Nullable: i == colStartNs || i == colEndNs,
+			Nullable: i == trace.ColStartNs || i == trace.ColEndNs,
 		}
 	}
 	kv := meta.Map()
@@ -90,4 +64,4 @@ func Schema(meta trace.Meta) *arrow.Schema {
 
 // The v1 columns are trace.Columns, one for one: this fails to compile if
 // the model gains a column the schema does not name.
-var _ [numColumns]string = trace.Columns
+var _ [trace.NumColumns]string = trace.Columns
