@@ -27,10 +27,16 @@ type Options struct {
 	// the next ("" after the last). For a progress bar; it does not change
 	// the report.
 	Progress func(done, total int, pass string)
+
+	// KeepRows, for RunChunks, is how many rows of chunks may stay in
+	// memory between passes (the first chunks, whole, up to this many
+	// rows); other chunks are read again by each pass that needs rows.
+	// 0 keeps none. Run holds its trace anyway.
+	KeepRows int
 }
 
-// runPasses is the number of Progress steps of Run.
-const runPasses = 8
+// numPasses is the number of Progress steps of Run.
+const numPasses = 8
 
 // AllSteps is the Options.Step value that selects every step.
 const AllSteps int64 = -1
@@ -154,19 +160,31 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	if t.Len() == 0 {
 		return nil, fmt.Errorf("trace has no events")
 	}
+	ix := newIndex(t, opt)
+	return run(ix, opt)
+}
+
+// run is Run and RunChunks on the index of their trace.
+func run(ix *index, opt Options) (rep *Report, err error) {
+	if err := catchChunkError(func() { rep, err = runPasses(ix, opt) }); err != nil {
+		return nil, err
+	}
+	return rep, err
+}
+
+func runPasses(ix *index, opt Options) (*Report, error) {
 	done := 0
 	pass := func(name string) {
 		if opt.Progress != nil {
-			opt.Progress(done, runPasses, name)
+			opt.Progress(done, numPasses, name)
 		}
 		done++
 	}
 	pass("windows")
-	ix := newIndex(t, opt)
 	if len(ix.windows) == 0 {
 		return nil, fmt.Errorf("no events for step %d", opt.Step)
 	}
-	rep := &Report{Job: jobOf(t, ix.p)}
+	rep := &Report{Job: jobOf(ix)}
 	rep.Job.Steps = countSteps(ix.windows)
 	measureFactors(ix, rep)
 	rep.StepMs, rep.StepMsWorst = stepTimes(ix.windows)
@@ -194,26 +212,28 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	return rep, nil
 }
 
-// index is a trace grouped once for every pass.
+// index is a trace grouped once for every pass. The rows of a window are
+// at hand (window.t, window.rows) while forWindows visits it, and always
+// for a trace held whole (Run: t is the trace, every window's t).
 type index struct {
-	t        *trace.Trace
-	p        int       // stages
-	windows  []*window // (step, pipeline) groups in step, pipeline order
-	complete int       // windows whose events all ended
-	groups   *opGroups // newOpGroups' result, made once
+	t        *trace.Trace // the whole trace when held in memory; nil for RunChunks
+	src      Chunks
+	opt      Options
+	keepRows int
+	chunks   []chunkState
+	tot      *scanTotals
+	p        int           // stages
+	windows  []*window     // (step, pipeline) groups in step, pipeline order
+	complete int           // windows whose events all ended
+	groups   *opGroups     // newOpGroups' result, made once
+	flops    []windowFlops // per window
 }
 
+// newIndex is the index of a trace held whole.
 func newIndex(t *trace.Trace, opt Options) *index {
-	ix := &index{t: t, p: stageCount(t), windows: groupWindows(t, opt)}
-	scratch := make([]measureScratch, workers(len(ix.windows)))
-	forEach(len(ix.windows), func(w, k int) {
-		g := ix.windows[k]
-		g.measured, g.idle = measureWindow(t, g, ix.p, &scratch[w])
-	})
-	for _, g := range ix.windows {
-		if g.measured.Complete && g.measured.EndNs > g.measured.StartNs {
-			ix.complete++
-		}
+	ix, err := newChunkedIndex(wholeTrace{t}, t, opt)
+	if err != nil {
+		panic(err) // a whole trace is one chunk, always at hand
 	}
 	return ix
 }
@@ -261,46 +281,26 @@ func measureFactors(ix *index, rep *Report) {
 	rep.Bubble.Measured = u.Bubble
 	total := p * sumT
 	rep.Bubble.Warmup, rep.Bubble.Cooldown, rep.Bubble.Steady = warm/total, cool/total, steady/total
-	computeFactors(ix.t, rep, sumBusy)
+	computeFactors(ix, rep, sumBusy)
 }
 
-func jobOf(t *trace.Trace, p int) Job {
-	m := t.Meta
+func jobOf(ix *index) Job {
+	m := ix.tot.meta
 	j := Job{WorldSize: m.WorldSize, PP: m.PP, TP: m.TP, DP: m.DP, Virtual: m.Virtual,
-		MicroBatches: m.MicroBatches, Schedule: m.Schedule, Events: t.Len()}
+		MicroBatches: m.MicroBatches, Schedule: m.Schedule, Events: ix.tot.events}
 	if j.WorldSize == 0 {
-		j.WorldSize = len(t.Ranks())
+		j.WorldSize = len(ix.tot.ranks)
 	}
 	if j.PP == 0 {
-		j.PP = p
+		j.PP = ix.p
 	}
 	if j.Virtual == 0 {
 		j.Virtual = 1
 	}
 	if j.MicroBatches == 0 {
-		j.MicroBatches = countMicroBatches(t)
+		j.MicroBatches = len(ix.tot.fMBs)
 	}
 	return j
-}
-
-func stageCount(t *trace.Trace) int {
-	max := trace.Stage(-1)
-	for _, s := range t.Stage {
-		if s > max {
-			max = s
-		}
-	}
-	return int(max) + 1
-}
-
-func countMicroBatches(t *trace.Trace) int {
-	seen := map[trace.MicroBatch]bool{}
-	for i, mb := range t.MicroBatch {
-		if mb >= 0 && t.Kind[i] == trace.F {
-			seen[mb] = true
-		}
-	}
-	return len(seen)
 }
 
 // maxScheduleActions bounds p x m x v of a schedule built from a trace's
@@ -366,7 +366,10 @@ func theoretical(ix *index, rep *Report) *float64 {
 type window struct {
 	step     int64
 	pipeline int32
-	rows     []int // row indices, in trace order (rank, seq)
+	chunk    int          // the chunk holding its rows
+	size     int          // its rows
+	t        *trace.Trace // the trace (chunk) its rows index; nil when not at hand
+	rows     []int        // row indices into t, in trace order (rank, seq); nil when not at hand
 	measured StepWindow
 	idle     idleParts
 	// spanS and spanE are the earliest start and latest end of any row of

@@ -161,11 +161,17 @@ var conformanceOptSkip = trace.MustKind("OPT_SKIP")
 const conformanceMaxActions = 1 << 21
 
 // conformanceRank is one rank's rows in one window.
+//
+// The state keeps each window's ranks without their rows (rows nil, opt a
+// row of a chunk no longer at hand: only opt < 0 means anything); the
+// passes that need rows group them again (conformanceState.group).
 type conformanceRank struct {
 	rank     trace.Rank
 	stage    int
 	rows     []int // the rank's rows in the window, in seq order
 	opt      int   // its last OPT or OPT_SKIP row; -1 when none
+	optKind  trace.Kind
+	optEnd   int64 // the end of that row (NoTime when none)
 	finished bool
 }
 
@@ -180,7 +186,8 @@ type conformanceWindow struct {
 
 // conformanceState is what the pass shares between its steps.
 type conformanceState struct {
-	t       *trace.Trace
+	ix      *index
+	events  int // rows of the whole trace
 	p, v    int
 	split   bool // the trace records W
 	wins    []conformanceWindow
@@ -205,52 +212,34 @@ func analyzeConformance(ix *index, rep *Report) {
 
 // newConformanceState is step 1.
 func newConformanceState(ix *index) *conformanceState {
-	t := ix.t
-	cs := &conformanceState{t: t, p: ix.p, v: 1, byKey: map[[2]int64]int{},
-		metaM: t.Meta.MicroBatches, metaSch: t.Meta.Schedule}
-	// The last step each rank has rows in, over the whole trace (rows of a
-	// rank come in runs: look the rank up once per run).
-	slot := map[trace.Rank]int{}
-	var lastStep []int64
-	prev, cur := trace.Rank(-1), -1
-	for i, r := range t.Rank {
-		if r != prev || cur < 0 {
-			k, ok := slot[r]
-			if !ok {
-				k = len(lastStep)
-				slot[r] = k
-				lastStep = append(lastStep, t.Step[i])
-			}
-			prev, cur = r, k
-		}
-		lastStep[cur] = max(lastStep[cur], t.Step[i])
-	}
-
-	mComplete := 0
-	for wi, g := range ix.windows {
+	cs := &conformanceState{ix: ix, events: ix.tot.events, p: ix.p, v: 1, byKey: map[[2]int64]int{},
+		metaM: ix.tot.meta.MicroBatches, metaSch: ix.tot.meta.Schedule}
+	cs.wins = make([]conformanceWindow, len(ix.windows))
+	vs := make([]int, workers(len(ix.windows)))
+	splits := make([]bool, len(vs))
+	ix.forWindows(nil, func(w, wi int) {
+		g := ix.windows[wi]
 		cw := conformanceWindow{g: g}
-		cw.ranks = conformanceGroup(t, g.rows, ix.p)
+		var v int
+		var split bool
+		cw.ranks, cw.mSeen, v, split = cs.group(g)
 		for k := range cw.ranks {
-			r := &cw.ranks[k]
-			for _, i := range r.rows {
-				switch kd := t.Kind[i]; {
-				case kd == trace.Opt || kd == conformanceOptSkip:
-					r.opt = i
-				case kd.IsCompute() && t.MicroBatch[i] >= 0:
-					cw.mSeen = max(cw.mSeen, int(t.MicroBatch[i])+1)
-					cs.v = max(cs.v, int(t.Chunk[i])+1)
-					if kd == trace.W {
-						cs.split = true
-					}
-				}
-			}
-			r.finished = r.opt >= 0 || g.measured.Complete || lastStep[slot[r.rank]] > g.step
+			cw.ranks[k].rows = nil
 		}
-		if g.measured.Complete {
+		cs.wins[wi] = cw
+		vs[w] = max(vs[w], v)
+		splits[w] = splits[w] || split
+	})
+	for w := range vs {
+		cs.v = max(cs.v, vs[w])
+		cs.split = cs.split || splits[w]
+	}
+	mComplete := 0
+	for wi, cw := range cs.wins {
+		if cw.g.measured.Complete {
 			mComplete = max(mComplete, cw.mSeen)
 		}
-		cs.byKey[[2]int64{g.step, int64(g.pipeline)}] = wi
-		cs.wins = append(cs.wins, cw)
+		cs.byKey[[2]int64{cw.g.step, int64(cw.g.pipeline)}] = wi
 	}
 	// Size each window: what it ran when complete; otherwise at least what
 	// the metadata and the complete windows say (the rest never got to run).
@@ -270,13 +259,43 @@ func newConformanceState(ix *index) *conformanceState {
 	return cs
 }
 
+// group splits window g's rows (at hand) by rank, with each rank's last
+// optimizer row and whether it finished the window; it also returns
+// 1 + the largest micro-batch and chunk of its compute rows (0 when none)
+// and whether it records W.
+func (cs *conformanceState) group(g *window) (ranks []conformanceRank, mSeen, v int, split bool) {
+	t := g.t
+	ranks = conformanceGroup(t, g.rows, cs.p)
+	for k := range ranks {
+		r := &ranks[k]
+		for _, i := range r.rows {
+			switch kd := t.Kind[i]; {
+			case kd == trace.Opt || kd == conformanceOptSkip:
+				r.opt = i
+			case kd.IsCompute() && t.MicroBatch[i] >= 0:
+				mSeen = max(mSeen, int(t.MicroBatch[i])+1)
+				v = max(v, int(t.Chunk[i])+1)
+				if kd == trace.W {
+					split = true
+				}
+			}
+		}
+		r.optEnd = trace.NoTime
+		if r.opt >= 0 {
+			r.optKind, r.optEnd = t.Kind[r.opt], t.EndNs[r.opt]
+		}
+		r.finished = r.opt >= 0 || g.measured.Complete || cs.ix.tot.lastStep[r.rank] > g.step
+	}
+	return ranks, mSeen, v, split
+}
+
 // sizeOK reports whether a window can be compared with schedules of m
 // micro-batches: p*m*v must stay within conformanceMaxActions and, above
 // 1<<16, within the trace's row count (a complete step has about 6*p*m*v
 // rows per replica); larger ids are taken for garbage.
 func (cs *conformanceState) sizeOK(m int) bool {
 	n := int64(cs.p) * int64(m) * int64(cs.v)
-	return n <= conformanceMaxActions && (n <= 1<<16 || n <= int64(cs.t.Len()))
+	return n <= conformanceMaxActions && (n <= 1<<16 || n <= int64(cs.events))
 }
 
 // conformanceGroup splits a window's rows by rank, keeping each rank's rows
@@ -546,11 +565,10 @@ func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
 	}
 	per := make([][]candWindow, len(cs.wins))
 	scs := make([]conformanceScratch, workers(len(cs.wins)))
-	forEach(len(cs.wins), func(w, wi int) {
+	cs.ix.forWindows(func(wi int) bool { return cs.wins[wi].m != 0 }, func(w, wi int) {
 		cw := &cs.wins[wi]
-		if cw.m == 0 {
-			return
-		}
+		t := cw.g.t
+		ranks, _, _, _ := cs.group(cw.g)
 		out := make([]candWindow, len(cands))
 		for ci, c := range cands {
 			if c.invalid {
@@ -558,8 +576,8 @@ func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
 			}
 			s := c.scheds[cw.m]
 			cr := &out[ci]
-			for k := range cw.ranks {
-				r := &cw.ranks[k]
+			for k := range ranks {
+				r := &ranks[k]
 				shown := 0
 				dev := func(index, row int, want schedule.Action) {
 					cr.devN++
@@ -568,9 +586,9 @@ func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
 					}
 					shown++
 					cr.devs = append(cr.devs, Deviation{Step: cw.g.step, Rank: int(r.rank), Stage: r.stage,
-						Index: index, Want: want.String(), Got: conformanceOp(cs.t, row)})
+						Index: index, Want: want.String(), Got: conformanceOp(t, row)})
 				}
-				res := scs[w].compare(cs.t, r, s, dev)
+				res := scs[w].compare(t, r, s, dev)
 				cr.res.matched += res.matched
 				cr.res.extra += res.extra
 				cr.res.missing += res.missing
@@ -670,9 +688,10 @@ func (cs *conformanceState) checkSync(out *Conformance, best *conformanceCand) {
 	// pass keeps.
 	per := make([]*conformanceViolations, len(cs.wins))
 	scs := make([]syncScratch, workers(len(cs.wins)))
-	forEach(len(cs.wins), func(w, k int) {
+	cs.ix.forWindows(nil, func(w, k int) {
 		per[k] = newConformanceViolations()
-		cs.checkWindow(per[k], cs.wins[k], best, &scs[w])
+		ranks, _, _, _ := cs.group(cs.wins[k].g)
+		cs.checkWindow(per[k], cs.wins[k], ranks, best, &scs[w])
 	})
 	cv := newConformanceViolations()
 	for _, o := range per {
@@ -698,12 +717,13 @@ type syncScratch struct {
 
 // checkWindow checks the synchronous-training rules of Violation on one
 // window.
-func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanceWindow, best *conformanceCand, sc *syncScratch) {
-	t := cs.t
+// ranks are cw's ranks with their rows.
+func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanceWindow, ranks []conformanceRank, best *conformanceCand, sc *syncScratch) {
+	t := cw.g.t
 	cnt, seenF := sc.cnt, sc.seenF
 	defer func() { sc.cnt, sc.seenF = cnt, seenF }()
 	g := cw.g
-	cs.checkFBeforeOpt(cv, cw)
+	cs.checkFBeforeOpt(cv, cw, ranks)
 	if cw.m == 0 {
 		return
 	}
@@ -725,8 +745,8 @@ func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanc
 	if cs.split || sched != nil && sched.split {
 		kinds = append(kinds, trace.W)
 	}
-	for k := range cw.ranks {
-		r := &cw.ranks[k]
+	for k := range ranks {
+		r := &ranks[k]
 		if r.finished && stageState[r.stage] >= 0 {
 			stageState[r.stage] = 1
 		} else if !r.finished {
@@ -806,40 +826,39 @@ func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanc
 
 // checkFBeforeOpt adds an f_before_opt violation for each rank of cw whose
 // earliest F started before its OPT of the previous step ended.
-func (cs *conformanceState) checkFBeforeOpt(cv *conformanceViolations, cw conformanceWindow) {
-	t, g := cs.t, cw.g
+func (cs *conformanceState) checkFBeforeOpt(cv *conformanceViolations, cw conformanceWindow, ranks []conformanceRank) {
+	t, g := cw.g.t, cw.g
 	pi, ok := cs.byKey[[2]int64{g.step - 1, int64(g.pipeline)}]
 	if !ok {
 		return
 	}
 	prev := cs.wins[pi].ranks
-	for k := range cw.ranks {
-		r := &cw.ranks[k]
+	for k := range ranks {
+		r := &ranks[k]
 		j, found := slices.BinarySearchFunc(prev, r.rank, func(a conformanceRank, x trace.Rank) int { return cmp.Compare(a.rank, x) })
-		if !found || prev[j].opt < 0 || t.EndNs[prev[j].opt] == trace.NoTime {
+		if !found || prev[j].opt < 0 || prev[j].optEnd == trace.NoTime {
 			continue
 		}
-		opt := prev[j].opt
+		optKind, optEnd := prev[j].optKind, prev[j].optEnd
 		first := -1
 		for _, i := range r.rows {
 			if t.Kind[i] == trace.F && t.StartNs[i] != trace.NoTime && (first < 0 || t.StartNs[i] < t.StartNs[first]) {
 				first = i
 			}
 		}
-		if first < 0 || t.StartNs[first] >= t.EndNs[opt] {
+		if first < 0 || t.StartNs[first] >= optEnd {
 			continue
 		}
-		early := float64(t.EndNs[opt]-t.StartNs[first]) / 1e6
+		early := float64(optEnd-t.StartNs[first]) / 1e6
 		cv.add(Violation{Code: ViolationFBeforeOpt, Step: g.step, Pipeline: int(g.pipeline), Stage: r.stage, Rank: int(r.rank),
 			MicroBatch: int(t.MicroBatch[first]), Op: conformanceOp(t, first),
-			Message: fmt.Sprintf("rank %d started %s of step %d %.4g ms before its %s of step %d ended", r.rank, conformanceOp(t, first), g.step, early, t.Kind[opt], g.step-1)})
+			Message: fmt.Sprintf("rank %d started %s of step %d %.4g ms before its %s of step %d ended", r.rank, conformanceOp(t, first), g.step, early, optKind, g.step-1)})
 	}
 }
 
 // checkOptSkip adds an optimizer_skip_mismatch violation for each step in
 // which some ranks' last optimizer row is OPT_SKIP and others' OPT.
 func (cs *conformanceState) checkOptSkip(cv *conformanceViolations) {
-	t := cs.t
 	for lo := 0; lo < len(cs.wins); {
 		step := cs.wins[lo].g.step
 		hi := lo
@@ -851,7 +870,7 @@ func (cs *conformanceState) checkOptSkip(cv *conformanceViolations) {
 				if r.opt < 0 {
 					continue
 				}
-				if t.Kind[r.opt] == conformanceOptSkip {
+				if r.optKind == conformanceOptSkip {
 					skip = append(skip, int(r.rank))
 				} else {
 					ran = append(ran, int(r.rank))

@@ -15,7 +15,7 @@ import (
 func conformanceOf(t *testing.T, tr *trace.Trace) *Report {
 	t.Helper()
 	ix := newIndex(tr, Options{Step: AllSteps})
-	rep := &Report{Job: jobOf(tr, ix.p)}
+	rep := &Report{Job: jobOf(ix)}
 	analyzeConformance(ix, rep)
 	return rep
 }
@@ -561,7 +561,7 @@ func BenchmarkConformance(b *testing.B) {
 	}
 	ix := newIndex(tr, Options{Step: AllSteps})
 	for b.Loop() {
-		rep := &Report{Job: jobOf(tr, ix.p)}
+		rep := &Report{Job: jobOf(ix)}
 		analyzeConformance(ix, rep)
 	}
 	b.ReportMetric(float64(tr.Len()), "rows")

@@ -102,7 +102,7 @@ func gapPass(ix *index, rep *Report) replayPass {
 			}
 			return
 		}
-		t := ix.t
+		t := r.t
 		dur := r.measuredDur()
 		for l := range levels {
 			for op := range dur {

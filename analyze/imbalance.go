@@ -53,7 +53,7 @@ func analyzeImbalance(ix *index, rep *Report) {
 // imbalancePass does the part of analyzeImbalance that needs no replay and
 // returns the rest: a replay per window, then the balanced step time.
 func imbalancePass(ix *index, rep *Report) replayPass {
-	t, p := ix.t, ix.p
+	p := ix.p
 	im := &Imbalance{SlowestStage: -1, SlowestStageByFB: -1}
 	done := replayPass{finish: func() { rep.Imbalance = *im }}
 	if p == 0 {
@@ -87,11 +87,9 @@ func imbalancePass(ix *index, rep *Report) replayPass {
 	for w := range accs {
 		accs[w] = acc{sum: make([][3]int64, p), cnt: make([][3]int, p), chunks: make([]int32, p)}
 	}
-	forEach(len(ix.windows), func(wk, k int) {
+	ix.forWindows(func(k int) bool { return replayable(ix.windows[k]) }, func(wk, k int) {
 		w, a := ix.windows[k], &accs[wk]
-		if !replayable(w) {
-			return
-		}
+		t := w.t
 		for _, i := range w.rows {
 			k := computeIndex(t.Kind[i])
 			st := int(t.Stage[i])
@@ -173,6 +171,7 @@ func imbalancePass(ix *index, rep *Report) replayPass {
 		if err != nil {
 			return
 		}
+		t := r.t
 		dur := r.measuredDur()
 		for op := range dur {
 			row := r.row(op)

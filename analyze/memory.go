@@ -62,7 +62,7 @@ type LivePoint struct {
 //     backward's end;
 //  3. sweep the rank's edges in time order, frees first at equal times.
 func analyzeMemory(ix *index, rep *Report) {
-	t, p := ix.t, ix.p
+	p := ix.p
 	out := make([]StageMemory, p)
 	for st := range out {
 		out[st] = StageMemory{Stage: st, LiveRank: -1}
@@ -76,7 +76,7 @@ func analyzeMemory(ix *index, rep *Report) {
 		peak             []int
 		peakAct, peakMem []int64
 	}
-	first := newMemScan(t)
+	first := newMemScan(ix.tot.maxMB, ix.tot.maxChunk)
 	accs := make([]memAcc, workers(len(ix.windows)))
 	for w := range accs {
 		sc := first
@@ -85,9 +85,11 @@ func analyzeMemory(ix *index, rep *Report) {
 		}
 		accs[w] = memAcc{sc: sc, peak: make([]int, p), peakAct: make([]int64, p), peakMem: make([]int64, p)}
 	}
-	forEach(len(ix.windows), func(w, gi int) {
+	ix.forWindows(nil, func(w, gi int) {
 		a, g := &accs[w], ix.windows[gi]
+		t := g.t
 		sc := a.sc
+		sc.t = t
 		rows := sc.byRank(g.rows)
 		for lo := 0; lo < len(rows); {
 			r := t.Rank[rows[lo]]
@@ -239,13 +241,10 @@ func (sc *memScan) clone() *memScan {
 	return c
 }
 
-func newMemScan(t *trace.Trace) *memScan {
-	sc := &memScan{t: t}
-	var maxMB, maxChunk int64
-	for i := range t.MicroBatch {
-		maxMB = max(maxMB, int64(t.MicroBatch[i]))
-		maxChunk = max(maxChunk, int64(t.Chunk[i]))
-	}
+// newMemScan sizes a scan for micro-batch ids up to maxMB and chunks up to
+// maxChunk (the largest of any row, at least 0). Set its t before use.
+func newMemScan(maxMB, maxChunk int64) *memScan {
+	sc := &memScan{}
 	sc.chunks = int(maxChunk) + 1
 	if n := (maxMB + 1) * (maxChunk + 1); n <= memDenseMax {
 		sc.table = make([]pairState, n)

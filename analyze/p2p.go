@@ -365,11 +365,9 @@ func analyzeP2P(ix *index, rep *Report) {
 	if len(wins) != len(ix.windows) {
 		wins = make([]statsWindow, len(ix.windows))
 		scs := make([]p2pScratch, workers(len(ix.windows)))
-		forEach(len(ix.windows), func(w, k int) {
+		ix.forWindows(func(k int) bool { return replayable(ix.windows[k]) }, func(w, k int) {
 			g := ix.windows[k]
-			if g.measured.Complete && g.measured.EndNs > g.measured.StartNs {
-				wins[k].sends = p2pWindowSends(ix.t, matchTransfers(ix.t, g.rows, &scs[w]), ix.p, nil)
-			}
+			wins[k].sends = p2pWindowSends(g.t, matchTransfers(g.t, g.rows, &scs[w]), ix.p, nil)
 		})
 	}
 	acc := map[boundaryKey]*p2pAcc{}

@@ -430,15 +430,8 @@ func replayable(w *window) bool {
 // replay is fn's alone during the call and discarded after it, so at most
 // one replay per goroutine is held in memory.
 func eachReplay(ix *index, fn func(k int, r *replay, err error)) {
-	var ks []int
-	for k, w := range ix.windows {
-		if replayable(w) {
-			ks = append(ks, k)
-		}
-	}
-	forEach(len(ks), func(_, i int) {
-		k := ks[i]
-		r, err := newReplay(ix.t, ix.windows[k], ix.p)
+	ix.forWindows(func(k int) bool { return replayable(ix.windows[k]) }, func(_, k int) {
+		r, err := newReplay(ix.windows[k].t, ix.windows[k], ix.p)
 		fn(k, r, err)
 	})
 }

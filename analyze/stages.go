@@ -6,27 +6,24 @@ import (
 
 // computeFactors fills Utilization.Compute and MFU when every compute op of
 // the complete windows carries FLOPs and the trace states the peak.
-func computeFactors(t *trace.Trace, rep *Report, sumBusyNs float64) {
-	peak := t.Meta.PeakFlops
+func computeFactors(ix *index, rep *Report, sumBusyNs float64) {
+	peak := ix.tot.meta.PeakFlops
 	if peak <= 0 || sumBusyNs <= 0 {
 		return
 	}
-	complete := map[[2]int64]bool{}
-	for _, w := range rep.Steps {
-		if w.Complete {
-			complete[[2]int64{w.Step, int64(w.Pipeline)}] = true
-		}
-	}
+	// FLOPs are summed per window (measure), then over the complete
+	// windows in window order.
 	var flops float64
-	for i := 0; i < t.Len(); i++ {
-		if !t.Kind[i].IsCompute() || !complete[[2]int64{t.Step[i], int64(t.Pipeline[i])}] {
+	for k, g := range ix.windows {
+		if !g.measured.Complete {
 			continue
 		}
-		if t.Flops[i] == 0 {
+		f := ix.flops[k]
+		if f.missing {
 			return // unknown for some op: the factor would be a guess
 		}
 		// TP ranks of a stage each do their share; busy counts the stage once.
-		flops += t.Flops[i]
+		flops += f.sum
 	}
 	tp := max(rep.Job.TP, 1)
 	c := flops / (sumBusyNs / 1e9 * peak * float64(tp))
@@ -38,7 +35,7 @@ func computeFactors(t *trace.Trace, rep *Report, sumBusyNs float64) {
 // means over complete windows. Later passes fill the rest: durations and the
 // idle split (stats.go), live micro-batches (memory.go).
 func stageSummaries(ix *index, _ *Report) []StageSummary {
-	t, p := ix.t, ix.p
+	p := ix.p
 	busy, win := make([]float64, p), make([]float64, p)
 	for _, g := range ix.windows {
 		w := g.measured
@@ -55,9 +52,9 @@ func stageSummaries(ix *index, _ *Report) []StageSummary {
 		out[st].Stage = trace.Stage(st)
 		out[st].Rank = -1
 	}
-	for i, r := range t.Rank {
-		if s := &out[t.Stage[i]]; s.Rank < 0 || r < s.Rank {
-			s.Rank = r
+	for st, r := range ix.tot.stageRank {
+		if st >= 0 && int(st) < p {
+			out[st].Rank = r
 		}
 	}
 	for st := range out {

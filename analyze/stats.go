@@ -105,7 +105,7 @@ func analyzeStats(ix *index, rep *Report) {
 		a.sc = statsScratch{comp: make([][]interval, p), recv: make([][]taggedIv, p)}
 	}
 	wins := make([]statsWindow, len(ix.windows))
-	forEach(len(ix.windows), func(w, k int) {
+	ix.forWindows(nil, func(w, k int) {
 		statsOfWindow(ix, ix.windows[k], &accs[w], &wins[k])
 	})
 
@@ -158,7 +158,7 @@ func analyzeStats(ix *index, rep *Report) {
 
 // statsOfWindow adds window g to a (when it is complete) and fills out.
 func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
-	t, p := ix.t, ix.p
+	t, p := g.t, ix.p
 	kinds, stages, starts, ends := t.Kind, t.Stage, t.StartNs, t.EndNs
 	// Step overhead: every analysed window, complete or not.
 	for _, i := range g.rows {

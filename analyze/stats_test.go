@@ -398,7 +398,7 @@ func BenchmarkStatsMemoryP2P(b *testing.B) {
 		b.Fatal(err)
 	}
 	ix := newIndex(tr, Options{Step: AllSteps})
-	base := &Report{Job: jobOf(tr, ix.p)}
+	base := &Report{Job: jobOf(ix)}
 	measureFactors(ix, base)
 	base.Stages = stageSummaries(ix, base)
 	b.ResetTimer()

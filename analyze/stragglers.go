@@ -120,14 +120,12 @@ func newOpGroups(ix *index) *opGroups {
 	if ix.groups != nil {
 		return ix.groups
 	}
-	t := ix.t
 	g := &opGroups{p: ix.p, v: 1}
+	isReplayable := func(k int) bool { return replayable(ix.windows[k]) }
 	// 1. v, then per window and group the op counts (windows in parallel).
 	vs := make([]int, workers(len(ix.windows)))
-	forEach(len(ix.windows), func(w, k int) {
-		if !replayable(ix.windows[k]) {
-			return
-		}
+	ix.forWindows(isReplayable, func(w, k int) {
+		t := ix.windows[k].t
 		for _, i := range ix.windows[k].rows {
 			if c := t.Chunk[i]; t.Kind[i].IsCompute() && c >= 0 && c < maxChunks {
 				vs[w] = max(vs[w], int(c)+1)
@@ -145,10 +143,8 @@ func newOpGroups(ix *index) *opGroups {
 	for w := range noTokens {
 		noTokens[w] = make([]bool, ng)
 	}
-	forEach(len(ix.windows), func(w, k int) {
-		if !replayable(ix.windows[k]) {
-			return
-		}
+	ix.forWindows(isReplayable, func(w, k int) {
+		t := ix.windows[k].t
 		cnt := make([]int, ng)
 		for _, i := range ix.windows[k].rows {
 			if x := g.group(t, i); x >= 0 {
@@ -192,11 +188,9 @@ func newOpGroups(ix *index) *opGroups {
 	}
 	durs := make([]float64, off[ng])
 	rates := make([]float64, off[ng])
-	forEach(len(ix.windows), func(_, k int) {
+	ix.forWindows(func(k int) bool { return at[k] != nil }, func(_, k int) {
 		pos := at[k]
-		if pos == nil {
-			return
-		}
+		t := ix.windows[k].t
 		for _, i := range ix.windows[k].rows {
 			x := g.group(t, i)
 			if x < 0 {
@@ -333,7 +327,8 @@ func (g *opGroups) judge(t *trace.Trace, i, x int) (class string, expected, typi
 // stragglerCand is a straggler found, before its replay.
 type stragglerCand struct {
 	win    int // index in ix.windows
-	row    int
+	kind   trace.Kind
+	dur    int64 // ns
 	target int64 // ns it is replayed at
 	s      Straggler
 }
@@ -347,13 +342,13 @@ func analyzeStragglers(ix *index, rep *Report) {
 }
 
 func findStragglers(ix *index, g *opGroups) []Straggler {
-	t := ix.t
-	// 1. Candidates, every TP copy.
-	var cs []stragglerCand
-	for k, w := range ix.windows {
-		if !replayable(w) {
-			continue
-		}
+	// 1. Candidates, every TP copy: per window (in parallel), then in
+	// window order.
+	per := make([][]stragglerCand, len(ix.windows))
+	ix.forWindows(func(k int) bool { return replayable(ix.windows[k]) }, func(_, k int) {
+		w := ix.windows[k]
+		t := w.t
+		var out []stragglerCand
 		for _, i := range w.rows {
 			x := g.group(t, i)
 			if x < 0 {
@@ -368,13 +363,18 @@ func findStragglers(ix *index, g *opGroups) []Straggler {
 			if class == StragglerLongSequence {
 				target = typ
 			}
-			cs = append(cs, stragglerCand{win: k, row: i, target: min(int64(math.Round(target)), d), s: Straggler{
+			out = append(out, stragglerCand{win: k, kind: t.Kind[i], dur: d, target: min(int64(math.Round(target)), d), s: Straggler{
 				Step: w.step, Pipeline: int(w.pipeline), Stage: int(t.Stage[i]), Rank: int(t.Rank[i]),
 				Chunk: int(t.Chunk[i]), MicroBatch: int(t.MicroBatch[i]), Kind: t.Kind[i].String(),
 				DurMs: float64(d) / 1e6, TypicalMs: typ / 1e6, ExpectedMs: exp / 1e6, Factor: float64(d) / exp,
 				Tokens: t.Tokens[i], Class: class,
 			}})
 		}
+		per[k] = out
+	})
+	var cs []stragglerCand
+	for _, out := range per {
+		cs = append(cs, out...)
 	}
 	if len(cs) == 0 {
 		return nil
@@ -382,30 +382,26 @@ func findStragglers(ix *index, g *opGroups) []Straggler {
 	// 2. One per op: the longest copy over the stage's TP ranks.
 	sameOp := func(a, b *stragglerCand) int {
 		return cmp.Or(cmp.Compare(a.win, b.win), cmp.Compare(a.s.Stage, b.s.Stage), cmp.Compare(a.s.Chunk, b.s.Chunk),
-			cmp.Compare(a.s.MicroBatch, b.s.MicroBatch), cmp.Compare(t.Kind[a.row], t.Kind[b.row]))
+			cmp.Compare(a.s.MicroBatch, b.s.MicroBatch), cmp.Compare(a.kind, b.kind))
 	}
 	slices.SortFunc(cs, func(a, b stragglerCand) int {
 		return cmp.Or(sameOp(&a, &b), cmp.Compare(b.s.DurMs, a.s.DurMs), cmp.Compare(a.s.Rank, b.s.Rank))
 	})
 	cs = slices.CompactFunc(cs, func(a, b stragglerCand) bool { return sameOp(&a, &b) == 0 })
 	// 3. Keep the largest excesses.
-	excess := func(c *stragglerCand) int64 { return opDur(t, c.row) - c.target }
+	excess := func(c *stragglerCand) int64 { return c.dur - c.target }
 	slices.SortStableFunc(cs, func(a, b stragglerCand) int { return cmp.Compare(excess(&b), excess(&a)) })
 	cs = cs[:min(len(cs), MaxStragglers)]
 	// 4. Replay each one's window with the op at its target.
 	byWin := map[int][]int{}
-	var wins []int
 	for j, c := range cs {
-		if byWin[c.win] == nil {
-			wins = append(wins, c.win)
-		}
 		byWin[c.win] = append(byWin[c.win], j)
 	}
-	slices.Sort(wins)
-	for _, k := range wins {
+	ix.forWindows(func(k int) bool { return byWin[k] != nil }, func(_, k int) {
+		t := ix.windows[k].t
 		r, err := newReplay(t, ix.windows[k], ix.p)
 		if err != nil {
-			continue // DelayMs stays 0: the window cannot be re-timed
+			return // DelayMs stays 0: the window cannot be re-timed
 		}
 		base := r.run(r.measuredDur()).WindowNs()
 		for _, j := range byWin[k] {
@@ -413,14 +409,14 @@ func findStragglers(ix *index, g *opGroups) []Straggler {
 			dur := r.measuredDur()
 			for op := range r.numOps() {
 				row := r.row(op)
-				if t.Kind[row] == t.Kind[c.row] && t.Stage[row] == t.Stage[c.row] && t.Chunk[row] == t.Chunk[c.row] &&
-					t.MicroBatch[row] == t.MicroBatch[c.row] {
+				if t.Kind[row] == c.kind && int(t.Stage[row]) == c.s.Stage && int(t.Chunk[row]) == c.s.Chunk &&
+					int(t.MicroBatch[row]) == c.s.MicroBatch {
 					dur[op] = min(dur[op], c.target)
 				}
 			}
 			c.s.DelayMs = float64(base-r.run(dur).WindowNs()) / 1e6
 		}
-	}
+	})
 	slices.SortStableFunc(cs, func(a, b stragglerCand) int {
 		return cmp.Or(cmp.Compare(b.s.DelayMs, a.s.DelayMs), cmp.Compare(excess(&b), excess(&a)),
 			cmp.Compare(a.s.Step, b.s.Step), cmp.Compare(a.s.Pipeline, b.s.Pipeline), cmp.Compare(a.s.Stage, b.s.Stage),

@@ -1,0 +1,268 @@
+package analyze
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// Chunks is a trace too large to hold at once, handed to RunChunks a part
+// at a time. A chunk is itself a trace: some of the whole trace's rows,
+// with the whole trace's metadata.
+//
+// Every row of one (step, pipeline) window must be in the same chunk (a
+// chunk holding whole pipeline replicas, such as the rank files of some
+// data-parallel replicas, satisfies this), every row in exactly one chunk,
+// and a chunk's rows in the order the whole trace has them (for a trace
+// read by ingest: rank, then seq). Chunk may be called several times for
+// the same chunk (once per pass that needs rows, unless the chunk is kept:
+// see Options.KeepRows) and must return the same rows every time.
+type Chunks interface {
+	NumChunks() int
+	Chunk(c int) (*trace.Trace, error)
+}
+
+// wholeTrace is one trace as a single chunk (Run).
+type wholeTrace struct{ t *trace.Trace }
+
+func (w wholeTrace) NumChunks() int                  { return 1 }
+func (w wholeTrace) Chunk(int) (*trace.Trace, error) { return w.t, nil }
+
+// RunChunks analyses a trace delivered in chunks, one chunk held at a time
+// (besides those kept, Options.KeepRows). Its report is the one Run gives
+// for the whole trace, to the bit: every pass works window by window and
+// reduces the windows' results in window order, whichever chunk held them.
+//
+// Passes that need rows load the chunks again, so an analysis reads each
+// chunk up to about ten times; chunks kept between passes are read once.
+// An error from Chunks.Chunk (or a chunk that does not hold the windows it
+// held the first time) ends the analysis with that error.
+func RunChunks(src Chunks, opt Options) (*Report, error) {
+	if src.NumChunks() == 0 {
+		return nil, fmt.Errorf("trace has no events")
+	}
+	ix, err := newChunkedIndex(src, nil, opt)
+	if err != nil {
+		return nil, err
+	}
+	return run(ix, opt)
+}
+
+// chunkState is one chunk of an index's source.
+type chunkState struct {
+	wins []int        // its windows, as indices into index.windows, ascending
+	kept *trace.Trace // its rows when kept between passes; nil otherwise
+	rows int
+}
+
+// scanTotals are what the passes need of the whole trace beyond its windows,
+// gathered chunk by chunk as the index is built.
+type scanTotals struct {
+	meta      trace.Meta
+	events    int
+	maxStage  trace.Stage
+	fMBs      map[trace.MicroBatch]bool // micro-batches of F rows (countMicroBatches)
+	ranks     map[trace.Rank]bool
+	stageRank map[trace.Stage]trace.Rank // lowest rank per stage
+	lastStep  map[trace.Rank]int64       // last step each rank has rows in
+	maxMB     int64                      // largest micro-batch and chunk of any row (memory tables), at least 0
+	maxChunk  int64
+}
+
+func (s *scanTotals) add(t *trace.Trace) {
+	s.events += t.Len()
+	prev, have := trace.Rank(0), false
+	for i, r := range t.Rank {
+		if !have || r != prev {
+			s.ranks[r] = true
+			prev, have = r, true
+		}
+		st := t.Stage[i]
+		s.maxStage = max(s.maxStage, st)
+		if low, ok := s.stageRank[st]; !ok || r < low {
+			s.stageRank[st] = r
+		}
+		if last, ok := s.lastStep[r]; !ok || t.Step[i] > last {
+			s.lastStep[r] = t.Step[i]
+		}
+		if t.Kind[i] == trace.F && t.MicroBatch[i] >= 0 {
+			s.fMBs[t.MicroBatch[i]] = true
+		}
+		s.maxMB = max(s.maxMB, int64(t.MicroBatch[i]))
+		s.maxChunk = max(s.maxChunk, int64(t.Chunk[i]))
+	}
+}
+
+// newChunkedIndex builds the index of src: one scan of every chunk groups
+// its rows into windows and gathers the totals; then the windows are
+// measured (a second pass). whole is src's one trace when src is a whole
+// trace held in memory (Run), else nil.
+func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error) {
+	ix := &index{t: whole, src: src, opt: opt, keepRows: opt.KeepRows}
+	tot := &scanTotals{maxStage: -1, fMBs: map[trace.MicroBatch]bool{}, ranks: map[trace.Rank]bool{},
+		stageRank: map[trace.Stage]trace.Rank{}, lastStep: map[trace.Rank]int64{}}
+	type key struct {
+		step int64
+		pipe int32
+	}
+	seen := map[key]int{} // window -> chunk
+	ix.chunks = make([]chunkState, src.NumChunks())
+	kept := 0
+	for c := range ix.chunks {
+		t, err := src.Chunk(c)
+		if err != nil {
+			return nil, err
+		}
+		if c == 0 {
+			tot.meta = t.Meta
+		}
+		tot.add(t)
+		ws := groupWindows(t, opt)
+		for _, g := range ws {
+			k := key{g.step, g.pipeline}
+			if prev, ok := seen[k]; ok {
+				return nil, fmt.Errorf("step %d, pipeline %d has rows in chunks %d and %d: a window must be in one chunk", g.step, g.pipeline, prev, c)
+			}
+			seen[k] = c
+			g.chunk, g.size, g.t = c, len(g.rows), t
+		}
+		ix.windows = append(ix.windows, ws...)
+		ix.chunks[c].rows = t.Len()
+		if whole != nil || kept+t.Len() <= opt.KeepRows {
+			ix.chunks[c].kept = t
+			kept += t.Len()
+		} else {
+			for _, g := range ws {
+				g.rows, g.t = nil, nil
+			}
+		}
+	}
+	slices.SortFunc(ix.windows, func(a, b *window) int {
+		return cmp.Or(cmp.Compare(a.step, b.step), cmp.Compare(a.pipeline, b.pipeline))
+	})
+	for k, g := range ix.windows {
+		ix.chunks[g.chunk].wins = append(ix.chunks[g.chunk].wins, k)
+	}
+	ix.tot = tot
+	ix.p = int(tot.maxStage) + 1
+	if err := catchChunkError(ix.measure); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+// chunkError is the panic forWindows raises when a chunk cannot be loaded;
+// catchChunkError, around every caller of the passes, turns it back into
+// the error. (Passes read the results of the windows visited before them:
+// stopping them all at once is simpler than checking after each.)
+type chunkError struct{ err error }
+
+// catchChunkError runs fn and returns the error of a chunk that could not
+// be loaded during it (nil when none).
+func catchChunkError(fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ce, ok := r.(chunkError)
+			if !ok {
+				panic(r)
+			}
+			err = ce.err
+		}
+	}()
+	fn()
+	return nil
+}
+
+// measure measures every window (step 1 of Run).
+func (ix *index) measure() {
+	scratch := make([]measureScratch, workers(len(ix.windows)))
+	ix.flops = make([]windowFlops, len(ix.windows))
+	ix.forWindows(nil, func(w, k int) {
+		g := ix.windows[k]
+		g.measured, g.idle = measureWindow(g.t, g, ix.p, &scratch[w])
+		ix.flops[k] = flopsOf(g)
+	})
+	for _, g := range ix.windows {
+		if g.measured.Complete && g.measured.EndNs > g.measured.StartNs {
+			ix.complete++
+		}
+	}
+}
+
+// forWindows calls fn(w, k) for every window k of the index for which want
+// is true (every window when want is nil), with the window's rows at hand
+// (ix.windows[k].t and .rows), chunk by chunk: each chunk's windows run on
+// the worker pool (forEach; w names the goroutine, w < workers(number of
+// windows)), then the chunk is let go unless it is kept. A chunk none of
+// whose windows is wanted is not loaded. An error loading a chunk panics
+// with a chunkError (see catchChunkError).
+func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
+	var ks []int
+	for c := range ix.chunks {
+		cs := &ix.chunks[c]
+		ks = ks[:0]
+		for _, k := range cs.wins {
+			if want == nil || want(k) {
+				ks = append(ks, k)
+			}
+		}
+		if len(ks) == 0 {
+			continue
+		}
+		if cs.kept == nil {
+			if err := ix.attach(c); err != nil {
+				panic(chunkError{err})
+			}
+		}
+		forEach(len(ks), func(w, i int) { fn(w, ks[i]) })
+		if cs.kept == nil {
+			for _, k := range cs.wins {
+				ix.windows[k].rows, ix.windows[k].t = nil, nil
+			}
+		}
+	}
+}
+
+// attach loads chunk c and hands each of its windows its rows.
+func (ix *index) attach(c int) error {
+	t, err := ix.src.Chunk(c)
+	if err != nil {
+		return err
+	}
+	ws := groupWindows(t, Options{Step: ix.opt.Step})
+	cs := &ix.chunks[c]
+	if t.Len() != cs.rows || len(ws) != len(cs.wins) {
+		return fmt.Errorf("chunk %d changed between reads: %d rows in %d windows, then %d rows in %d", c, cs.rows, len(cs.wins), t.Len(), len(ws))
+	}
+	for i, g := range ws {
+		dst := ix.windows[cs.wins[i]]
+		if dst.step != g.step || dst.pipeline != g.pipeline || dst.size != len(g.rows) {
+			return fmt.Errorf("chunk %d changed between reads: step %d, pipeline %d", c, g.step, g.pipeline)
+		}
+		dst.t, dst.rows = t, g.rows
+	}
+	return nil
+}
+
+// windowFlops is the FLOPs of a window's compute rows (computeFactors).
+type windowFlops struct {
+	sum     float64
+	missing bool // some compute row records no FLOPs
+}
+
+func flopsOf(g *window) windowFlops {
+	var f windowFlops
+	t := g.t
+	for _, i := range g.rows {
+		if !t.Kind[i].IsCompute() {
+			continue
+		}
+		if t.Flops[i] == 0 {
+			f.missing = true
+		}
+		f.sum += t.Flops[i]
+	}
+	return f
+}

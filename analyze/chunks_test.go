@@ -1,0 +1,245 @@
+package analyze
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
+)
+
+// pipelineChunks splits a trace into chunks of whole pipelines: chunk c
+// holds, in trace order, the rows whose pipeline is in groups[c]. It counts
+// the loads, and can fail a load (failAt: the load number that fails).
+type pipelineChunks struct {
+	parts  []*trace.Trace
+	loads  int
+	failAt int // 0: never
+}
+
+func splitPipelines(tr *trace.Trace, groups [][]int32) *pipelineChunks {
+	of := map[int32]int{}
+	for c, g := range groups {
+		for _, p := range g {
+			of[p] = c
+		}
+	}
+	pc := &pipelineChunks{parts: make([]*trace.Trace, len(groups))}
+	for c := range pc.parts {
+		pc.parts[c] = &trace.Trace{Meta: tr.Meta}
+	}
+	for i := 0; i < tr.Len(); i++ {
+		c, ok := of[tr.Pipeline[i]]
+		if !ok {
+			panic(fmt.Sprintf("pipeline %d in no group", tr.Pipeline[i]))
+		}
+		pc.parts[c].AppendRows(tr, i, i+1)
+	}
+	return pc
+}
+
+func (pc *pipelineChunks) NumChunks() int { return len(pc.parts) }
+
+func (pc *pipelineChunks) Chunk(c int) (*trace.Trace, error) {
+	pc.loads++
+	if pc.loads == pc.failAt {
+		return nil, errors.New("disk on fire")
+	}
+	return pc.parts[c], nil
+}
+
+// reportDiff names the fields of two reports that differ ("" when none).
+func reportDiff(a, b *Report) string {
+	var out []string
+	va, vb := reflect.ValueOf(*a), reflect.ValueOf(*b)
+	for i := range va.NumField() {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out = append(out, fmt.Sprintf("%s:\n  whole   %+v\n  chunked %+v", va.Type().Field(i).Name, va.Field(i).Interface(), vb.Field(i).Interface()))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// chunkCorpus is simulated jobs of several pipeline replicas covering what
+// the passes look at: every schedule, TP, jitter, slow stages, stragglers,
+// variable sequence lengths (long_sequence stragglers), FLOPs (compute
+// factor), faults that hang the job (incomplete windows), skipped and
+// reordered ops (schedule deviations, violations) and optimizer skips.
+func chunkCorpus(t *testing.T) map[string]*trace.Trace {
+	t.Helper()
+	out := map[string]*trace.Trace{}
+	scheds := []string{"gpipe", "1f1b", "interleaved", "zb-h1"}
+	for seed := int64(1); seed <= 12; seed++ {
+		c := sim.Config{Schedule: scheds[seed%4], Stages: 2 + int(seed%3), MicroBatches: 4 + int(seed%5),
+			Steps: 3, DP: 2 + int(seed%3), TP: 1 + int(seed/2%2), Jitter: 0.2, Seed: seed,
+			SlowStage: int(seed % 2), SlowFactor: 1.4, P2PLatencyUs: 20, P2PGbps: 100, OptMs: 1,
+			VarSeqLen: seed%3 == 0, PeakFlops: 1e15 * float64(seed%2),
+			Stragglers: []sim.Straggler{{Step: 1, MicroBatch: 1, Stage: 0, Factor: 4}}}
+		if c.Schedule == "interleaved" {
+			c.MicroBatches = c.Stages * 2
+		}
+		out[fmt.Sprintf("seed%d-%s", seed, c.Schedule)] = simTrace(t, c)
+	}
+	faults := map[string][]string{
+		"crash":   {"crash:rank=3,step=1,mb=2"},
+		"exit":    {"exit:rank=5,step=2"},
+		"skip":    {"skip:rank=2,step=1,mb=1"},
+		"reorder": {"reorder:rank=6,step=0,mb=1"},
+		"optskip": {"optskip:rank=5,step=1"},
+		"shape":   {"shape:rank=1,step=1,mb=0"},
+	}
+	for name, specs := range faults {
+		out["fault-"+name] = simTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 6, DP: 2, TP: 1,
+			Steps: 3, OptMs: 1, Jitter: 0.1, Seed: 7, Faults: simFaults(t, specs...)})
+	}
+	// Ops run out of the schedule's order: deviations.
+	dev := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, DP: 3, Steps: 3, OptMs: 1, Seed: 3})
+	swapCompute(t, dev, 6, 1, 2, 5)
+	swapCompute(t, dev, 9, 2, 1, 6)
+	out["deviations"] = dev
+	return out
+}
+
+// TestRunChunksIsRun: a trace analysed a few pipelines at a time, chunks
+// read again by every pass, gives Run's report to the bit.
+func TestRunChunksIsRun(t *testing.T) {
+	for name, tr := range chunkCorpus(t) {
+		want, err := Run(tr, Options{Step: AllSteps})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var pipes []int32
+		for _, p := range tr.Pipeline {
+			if len(pipes) == 0 || pipes[len(pipes)-1] != p {
+				if !containsInt32(pipes, p) {
+					pipes = append(pipes, p)
+				}
+			}
+		}
+		splits := map[string][][]int32{"one per chunk": nil, "reversed pairs": nil}
+		for _, p := range pipes {
+			splits["one per chunk"] = append(splits["one per chunk"], []int32{p})
+		}
+		// Chunks in an order unlike the trace's: last pipelines first,
+		// two per chunk.
+		for i := len(pipes); i > 0; i -= 2 {
+			splits["reversed pairs"] = append(splits["reversed pairs"], pipes[max(0, i-2):i])
+		}
+		for how, groups := range splits {
+			for _, keep := range []int{0, tr.Len() / 2} {
+				pc := splitPipelines(tr, groups)
+				got, err := RunChunks(pc, Options{Step: AllSteps, KeepRows: keep})
+				if err != nil {
+					t.Fatalf("%s, %s, keep %d: %v", name, how, keep, err)
+				}
+				if d := reportDiff(want, got); d != "" {
+					t.Fatalf("%s, %s, keep %d: reports differ:\n%s", name, how, keep, d)
+				}
+				if keep == 0 && len(groups) > 1 && pc.loads <= len(groups) {
+					t.Errorf("%s, %s: %d loads of %d chunks with none kept: passes did not read them again", name, how, pc.loads, len(groups))
+				}
+			}
+		}
+		// One step only.
+		step := Options{Step: 1}
+		want1, err1 := Run(tr, step)
+		got1, err2 := RunChunks(splitPipelines(tr, splits["one per chunk"]), step)
+		if (err1 == nil) != (err2 == nil) {
+			t.Fatalf("%s step 1: errors %v vs %v", name, err1, err2)
+		}
+		if err1 == nil {
+			if d := reportDiff(want1, got1); d != "" {
+				t.Fatalf("%s step 1: reports differ:\n%s", name, d)
+			}
+		}
+	}
+}
+
+func containsInt32(xs []int32, x int32) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRunChunksKeep: chunks kept between passes are read once.
+func TestRunChunksKeep(t *testing.T) {
+	tr := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, DP: 4, Steps: 2, OptMs: 1})
+	pc := splitPipelines(tr, [][]int32{{0}, {1}, {2}, {3}})
+	if _, err := RunChunks(pc, Options{Step: AllSteps, KeepRows: tr.Len()}); err != nil {
+		t.Fatal(err)
+	}
+	if pc.loads != 4 {
+		t.Errorf("%d loads with every chunk kept, want 4", pc.loads)
+	}
+	// Half kept: the other half is read by the index scan and again by
+	// the passes.
+	pc = splitPipelines(tr, [][]int32{{0}, {1}, {2}, {3}})
+	if _, err := RunChunks(pc, Options{Step: AllSteps, KeepRows: tr.Len() / 2}); err != nil {
+		t.Fatal(err)
+	}
+	if pc.loads <= 4+2 {
+		t.Errorf("%d loads with half the chunks kept: the others were not read again", pc.loads)
+	}
+}
+
+// TestRunChunksErrors: a chunk that fails to load, at any point of the
+// analysis, ends it with that error; windows split across chunks and
+// chunks that change between reads are refused.
+func TestRunChunksErrors(t *testing.T) {
+	tr := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 3, MicroBatches: 6, DP: 3, Steps: 2, OptMs: 1})
+	groups := [][]int32{{0}, {1}, {2}}
+	pc := splitPipelines(tr, groups)
+	if _, err := RunChunks(pc, Options{Step: AllSteps}); err != nil {
+		t.Fatal(err)
+	}
+	total := pc.loads
+	for fail := 1; fail <= total; fail++ {
+		pc := splitPipelines(tr, groups)
+		pc.failAt = fail
+		rep, err := RunChunks(pc, Options{Step: AllSteps})
+		if err == nil || !strings.Contains(err.Error(), "disk on fire") || rep != nil {
+			t.Fatalf("load %d of %d failing: report %v, error %v", fail, total, rep != nil, err)
+		}
+	}
+
+	// One window's rows in two chunks.
+	split := &pipelineChunks{parts: []*trace.Trace{{Meta: tr.Meta}, {Meta: tr.Meta}}}
+	for i := 0; i < tr.Len(); i++ {
+		split.parts[int(tr.Rank[i])%2].AppendRows(tr, i, i+1)
+	}
+	if _, err := RunChunks(split, Options{Step: AllSteps}); err == nil || !strings.Contains(err.Error(), "must be in one chunk") {
+		t.Errorf("window across chunks: %v", err)
+	}
+
+	// A chunk that changes between reads.
+	ch := &changing{pipelineChunks: splitPipelines(tr, groups)}
+	if _, err := RunChunks(ch, Options{Step: AllSteps}); err == nil || !strings.Contains(err.Error(), "changed between reads") {
+		t.Errorf("changing chunk: %v", err)
+	}
+	if _, err := RunChunks(&pipelineChunks{}, Options{Step: AllSteps}); err == nil {
+		t.Error("no chunks: no error")
+	}
+}
+
+// changing serves chunk 1 without its last row from the second read on.
+type changing struct {
+	*pipelineChunks
+	reads int
+}
+
+func (c *changing) Chunk(i int) (*trace.Trace, error) {
+	t, err := c.pipelineChunks.Chunk(i)
+	if i == 1 {
+		c.reads++
+		if c.reads > 1 {
+			t = t.Slice(0, t.Len()-1)
+		}
+	}
+	return t, err
+}
