@@ -68,11 +68,15 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res, err := Read(data)
+		rows, rerr := Rows(data) // never panics; counts what Read reads
 		if err != nil {
 			if res != nil {
 				t.Fatalf("error %v with a result", err)
 			}
 			return
+		}
+		if rerr != nil || rows != int64(res.Trace.Len()) {
+			t.Fatalf("Read gave %d events, Rows %d (%v)", res.Trace.Len(), rows, rerr)
 		}
 		if res.Trace == nil {
 			t.Fatal("nil trace without an error")

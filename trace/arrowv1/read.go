@@ -194,3 +194,42 @@ func fileFrames(data []byte) (frames []frame, ok bool) {
 	}
 	return frames, true
 }
+
+// Rows returns the number of rows of the complete record batches of an
+// Arrow IPC file or stream, from its message headers alone: no buffer is
+// decompressed or decoded, so it costs a small fraction of Read. It is the
+// number of events Read would return for data that decodes and validates.
+// Errors are Read's for input that cannot be framed: ErrNotArrow,
+// ErrNoSchema, a corrupt message.
+func Rows(data []byte) (int64, error) {
+	if cutBeforeSchema(data) {
+		return 0, ErrNoSchema
+	}
+	var frames []frame
+	switch Sniff(data) {
+	case FormatFile:
+		var ok bool
+		if frames, ok = fileFrames(data); !ok {
+			s, err := scanStream(data, fileStreamStart)
+			if err != nil {
+				return 0, err
+			}
+			frames = s.frames
+		}
+	case FormatStream:
+		s, err := scanStream(data, 0)
+		if err != nil {
+			return 0, err
+		}
+		frames = s.frames
+	default:
+		return 0, ErrNotArrow
+	}
+	var n int64
+	for _, fr := range frames {
+		if fr.info.header == headerRecordBatch {
+			n += fr.info.rows
+		}
+	}
+	return n, nil
+}

@@ -2,6 +2,7 @@ package arrowv1
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -221,5 +222,39 @@ func TestDeterministic(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s: two encodings of one trace differ", w.name)
 		}
+	}
+}
+
+// TestRows: Rows counts what Read returns, for files, streams, every codec
+// and streams cut part way; and fails as Read does on what is not Arrow.
+func TestRows(t *testing.T) {
+	tr := randomTrace(rand.New(rand.NewSource(7)), 1000, testKinds)
+	for _, c := range []Compression{None, LZ4, ZSTD} {
+		for _, stream := range []bool{false, true} {
+			var b bytes.Buffer
+			var err error
+			if stream {
+				err = WriteStream(&b, tr, Options{Compression: c, BatchRows: 96})
+			} else {
+				err = WriteFile(&b, tr, Options{Compression: c, BatchRows: 96})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := b.Bytes()
+			for _, cut := range []int{len(data), len(data) * 2 / 3, len(data) / 3} {
+				res, rerr := Read(data[:cut])
+				n, err := Rows(data[:cut])
+				if (rerr == nil) != (err == nil) {
+					t.Fatalf("%s stream=%v cut %d: Read error %v, Rows error %v", c, stream, cut, rerr, err)
+				}
+				if rerr == nil && n != int64(res.Trace.Len()) {
+					t.Errorf("%s stream=%v cut %d: Rows %d, Read %d events", c, stream, cut, n, res.Trace.Len())
+				}
+			}
+		}
+	}
+	if _, err := Rows([]byte("rank,stage\n1,2\n")); !errors.Is(err, ErrNotArrow) {
+		t.Errorf("CSV: %v", err)
 	}
 }

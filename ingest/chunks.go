@@ -1,0 +1,331 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
+)
+
+// ErrNotChunkable is returned (wrapped, naming the file) by OpenChunks for
+// inputs that need every file at once: files of other tools' formats
+// (Kineto, Megatron, Chrome, Flight Recorder), whose clocks are aligned and
+// whose peers and pipelines are inferred across files. Use Open.
+var ErrNotChunkable = errors.New("needs every file at once")
+
+// Chunks is a job's trace files grouped into chunks of whole pipeline
+// replicas, each read and merged only when asked for (OpenChunks). It
+// implements analyze.Chunks: a trace too large for memory is analysed a
+// few replicas at a time.
+type Chunks struct {
+	Files    []FileInfo // every file, as Open would list them
+	Warnings []Warning  // what the first read of every file said
+	Events   int        // rows of the whole trace
+
+	meta   trace.Meta // the whole job's metadata (every file's, merged)
+	paths  []string   // of Files
+	groups [][]int    // per chunk: indices into Files, increasing
+	rows   []int      // per chunk
+	opt    readOpts
+}
+
+// OpenChunks reads every trace named by paths once, as Open does (the same
+// expansion of directories and patterns, the same checks and errors, the
+// same warnings), but keeps only what each file holds: its ranks, its
+// pipeline replicas, its row count and its metadata. Files that share a
+// pipeline replica are put in the same chunk, and chunks are filled with
+// whole groups of such files, in file order, up to maxRows rows each (a
+// group larger than maxRows is a chunk of its own; maxRows <= 0 puts every
+// file in one chunk).
+//
+// Chunk(c) then reads chunk c's files again and merges them: its rows are
+// exactly the rows Open would give for those ranks, in (rank, seq) order,
+// with the whole job's metadata. Memory is what one chunk holds.
+//
+// Only files that need no other file are taken (ppprof's own formats:
+// Arrow, CSV, JSONL); for others OpenChunks fails with an error wrapping
+// ErrNotChunkable, before it has read the rest.
+func OpenChunks(paths []string, maxRows int, opt Options) (*Chunks, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("no trace files named")
+	}
+	inputs, sources, err := expand(paths)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chunks{opt: readOpts{rules: opt.Rules}}
+	emit := func(ws []Warning) {
+		for _, w := range ws {
+			c.Warnings = append(c.Warnings, w)
+			if opt.Warn != nil {
+				opt.Warn(w)
+			}
+		}
+	}
+	found := make([]int, len(sources))
+	var heads []*trace.Trace
+	var pipes [][]int32 // per file: its pipelines, increasing
+	prog := newProgressReporter(opt.Progress, inputs)
+	k := 0
+	err = readAll(inputs, c.opt, func(in input, r readResult) error {
+		prog.read(k)
+		k++
+		if r.err != nil || r.skipped {
+			emit(r.warns)
+			return r.err
+		}
+		p := r.p
+		if p.external || p.fr != nil || len(p.pending) > 0 || p.comms != nil {
+			return &FileError{Path: p.info.Path, Err: fmt.Errorf("%s: %w", p.info.Format, ErrNotChunkable)}
+		}
+		p.t.SortByRankSeq()
+		if err := p.t.Validate(); err != nil {
+			emit(p.warns)
+			return &FileError{Path: p.info.Path, Err: err}
+		}
+		describe(p)
+		emit(p.warns)
+		if in.source >= 0 {
+			found[in.source]++
+		}
+		c.Files = append(c.Files, p.info)
+		c.paths = append(c.paths, in.path)
+		heads = append(heads, &trace.Trace{Meta: p.t.Meta})
+		pipes = append(pipes, pipelinesOf(p.t))
+		c.Events += p.t.Len()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range sources {
+		if found[i] == 0 {
+			return nil, &FileError{Path: s.path, Err: fmt.Errorf("no trace files %s (%s)", s.kind, s.note)}
+		}
+	}
+	owner := map[trace.Rank]int{}
+	for fi, f := range c.Files {
+		for _, r := range f.Ranks {
+			if prev, ok := owner[r]; ok {
+				return nil, &RankConflictError{Rank: r, PathA: c.Files[prev].Path, PathB: f.Path}
+			}
+			owner[r] = fi
+		}
+	}
+	merged, err := trace.Merge(heads...)
+	var mc *trace.MetaConflictError
+	if errors.As(err, &mc) {
+		return nil, &metaConflictError{pathA: c.Files[mc.APart].Path, pathB: c.Files[mc.BPart].Path, err: mc}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("merging the metadata of %d files: %w", len(heads), err)
+	}
+	c.meta = merged.Meta
+	if c.Events == 0 {
+		return nil, fmt.Errorf("no events in %s", plural(len(c.Files), "file"))
+	}
+	c.group(pipes, maxRows)
+	return c, nil
+}
+
+// pipelinesOf returns the distinct pipelines of t's rows, increasing.
+func pipelinesOf(t *trace.Trace) []int32 {
+	var out []int32
+	for i, p := range t.Pipeline {
+		if i > 0 && p == t.Pipeline[i-1] {
+			continue
+		}
+		if j, ok := slices.BinarySearch(out, p); !ok {
+			out = slices.Insert(out, j, p)
+		}
+	}
+	return out
+}
+
+// group puts files that share a pipeline in one group (union-find over
+// the files), then packs whole groups, in the order of their first file,
+// into chunks of at most maxRows rows.
+func (c *Chunks) group(pipes [][]int32, maxRows int) {
+	parent := make([]int, len(c.Files))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	firstFile := map[int32]int{}
+	for fi, ps := range pipes {
+		for _, p := range ps {
+			if o, ok := firstFile[p]; ok {
+				a, b := find(o), find(fi)
+				parent[max(a, b)] = min(a, b)
+			} else {
+				firstFile[p] = fi
+			}
+		}
+	}
+	members := map[int][]int{}
+	var roots []int
+	for fi := range c.Files {
+		r := find(fi)
+		if members[r] == nil {
+			roots = append(roots, r)
+		}
+		members[r] = append(members[r], fi)
+	}
+	slices.Sort(roots) // a root is its group's first file
+	var cur []int
+	rows := 0
+	flush := func() {
+		if len(cur) > 0 {
+			slices.Sort(cur)
+			c.groups = append(c.groups, cur)
+			c.rows = append(c.rows, rows)
+		}
+		cur, rows = nil, 0
+	}
+	for _, r := range roots {
+		n := 0
+		for _, fi := range members[r] {
+			n += c.Files[fi].Events
+		}
+		if maxRows > 0 && len(cur) > 0 && rows+n > maxRows {
+			flush()
+		}
+		cur = append(cur, members[r]...)
+		rows += n
+	}
+	flush()
+}
+
+// Meta is the whole job's metadata.
+func (c *Chunks) Meta() trace.Meta { return c.meta }
+
+// NumChunks is the number of chunks.
+func (c *Chunks) NumChunks() int { return len(c.groups) }
+
+// Rows is the number of rows of chunk i.
+func (c *Chunks) Rows(i int) int { return c.rows[i] }
+
+// Chunk reads chunk i's files and merges them into one trace ordered by
+// (rank, seq), with the whole job's metadata. A file that no longer reads
+// as it did (changed or removed since OpenChunks) is an error naming it.
+func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
+	if i < 0 || i >= len(c.groups) {
+		return nil, fmt.Errorf("chunk %d of %d", i, len(c.groups))
+	}
+	files := c.groups[i]
+	inputs := make([]input, len(files))
+	for k, fi := range files {
+		inputs[k] = input{path: c.paths[fi], source: -1}
+	}
+	parts := make([]*trace.Trace, 0, len(files))
+	k := 0
+	err := readAll(inputs, c.opt, func(in input, r readResult) error {
+		fi := files[k]
+		k++
+		if r.err != nil {
+			return r.err
+		}
+		t := r.p.t
+		t.SortByRankSeq()
+		if err := t.Validate(); err != nil {
+			return &FileError{Path: in.path, Err: err}
+		}
+		if t.Len() != c.Files[fi].Events {
+			return &FileError{Path: in.path, Err: fmt.Errorf("changed since it was first read: %d events, then %d", c.Files[fi].Events, t.Len())}
+		}
+		parts = append(parts, t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var t *trace.Trace
+	if len(parts) == 1 {
+		t = parts[0]
+	} else if t, err = mergeParts(parts); err != nil {
+		return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
+	}
+	t.Meta = c.meta
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("chunk %d: %w", i, err)
+	}
+	return t, nil
+}
+
+// InputBytes is the size on disk of the files paths name (expanded as Open
+// expands them), for deciding how to read them.
+func InputBytes(paths []string) (int64, error) {
+	inputs, _, err := expand(paths)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, in := range inputs {
+		if st, err := os.Stat(in.path); err == nil {
+			n += st.Size()
+		}
+	}
+	return n, nil
+}
+
+// CountRows is the number of events in the files paths name (expanded as
+// Open expands them), counted without decoding where the format allows:
+// for Arrow files, from their record batch headers (arrowv1.Rows). For
+// other formats it is a guess from the file's size (one event per
+// guessBytesPerEvent bytes), and exact is false. Files that cannot be
+// read or framed count as guesses too: Open will say what is wrong with
+// them.
+func CountRows(paths []string) (rows int64, exact bool, err error) {
+	inputs, _, err := expand(paths)
+	if err != nil {
+		return 0, false, err
+	}
+	exact = true
+	for _, in := range inputs {
+		n, ok := countFile(in.path)
+		rows += n
+		exact = exact && ok
+	}
+	return rows, exact, nil
+}
+
+// guessBytesPerEvent is what CountRows takes an event of a file it cannot
+// count to weigh: about what a CSV or Chrome-trace event takes.
+const guessBytesPerEvent = 100
+
+func countFile(path string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, false
+	}
+	guess := st.Size() / guessBytesPerEvent
+	prefix := make([]byte, 8)
+	if n, _ := f.ReadAt(prefix, 0); Sniff(prefix[:n]) != FormatArrowFile && Sniff(prefix[:n]) != FormatArrowStream {
+		return guess, false
+	}
+	data, release, err := arrowv1.MapFile(f)
+	if err != nil {
+		return guess, false
+	}
+	defer release()
+	n, err := arrowv1.Rows(data)
+	if err != nil {
+		return guess, false
+	}
+	return n, true
+}

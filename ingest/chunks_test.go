@@ -1,0 +1,189 @@
+package ingest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
+)
+
+// writeRankFiles writes each rank of tr as its own Arrow stream in dir, as
+// the collector does, and returns dir.
+func writeRankFiles(t testing.TB, dir string, tr *trace.Trace) string {
+	t.Helper()
+	for _, r := range tr.Ranks() {
+		var b bytes.Buffer
+		if err := arrowv1.WriteStream(&b, rankSlice(tr, r), arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 64}); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, dir, fmt.Sprintf("rank-%05d.arrows", r), b.Bytes())
+	}
+	return dir
+}
+
+// TestOpenChunksIsOpen: the chunks of a job's rank files hold, between
+// them, exactly the rows Open gives, each chunk whole pipeline replicas
+// within its row budget, with the job's metadata.
+func TestOpenChunksIsOpen(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "interleaved", Stages: 4, MicroBatches: 8, DP: 4, TP: 2, Steps: 2,
+		Jitter: 0.1, Seed: 3, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFiles(t, t.TempDir(), tr)
+	whole, err := Open([]string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPipe := tr.Len() / 4
+	for _, maxRows := range []int{0, 1, perPipe, 2 * perPipe, 3 * perPipe} {
+		c, err := OpenChunks([]string{dir}, maxRows, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int]int{0: 1, 1: 4, perPipe: 4, 2 * perPipe: 2, 3 * perPipe: 2}[maxRows]
+		if c.NumChunks() != want {
+			t.Errorf("maxRows %d: %d chunks, want %d", maxRows, c.NumChunks(), want)
+		}
+		if c.Events != whole.Trace.Len() || len(c.Files) != len(whole.Files) {
+			t.Errorf("maxRows %d: %d events in %d files, Open: %d in %d", maxRows, c.Events, len(c.Files), whole.Trace.Len(), len(whole.Files))
+		}
+		seen := map[trace.Rank]bool{}
+		rows := 0
+		for i := range c.NumChunks() {
+			ch, err := c.Chunk(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ch.Len() != c.Rows(i) {
+				t.Errorf("chunk %d: %d rows, said %d", i, ch.Len(), c.Rows(i))
+			}
+			if maxRows > 0 && ch.Len() > max(maxRows, perPipe) {
+				t.Errorf("maxRows %d: chunk %d has %d rows", maxRows, i, ch.Len())
+			}
+			if !reflect.DeepEqual(ch.Meta, whole.Trace.Meta) {
+				t.Errorf("chunk %d meta %+v, want %+v", i, ch.Meta, whole.Trace.Meta)
+			}
+			pipes := map[int32]bool{}
+			for _, p := range ch.Pipeline {
+				pipes[p] = true
+			}
+			// Its rows are Open's rows of its ranks, in the same order.
+			for _, r := range ch.Ranks() {
+				if seen[r] {
+					t.Fatalf("rank %d in two chunks", r)
+				}
+				seen[r] = true
+				got, exp := rankSlice(ch, r), rankSlice(whole.Trace, r)
+				got.Meta = exp.Meta
+				if d := trace.Diff(got, exp); d != "" {
+					t.Fatalf("maxRows %d chunk %d rank %d: rows differ from Open's: %s", maxRows, i, r, d)
+				}
+			}
+			rows += ch.Len()
+			for p := range pipes { // whole pipelines: every rank of p is here
+				for j := 0; j < whole.Trace.Len(); j++ {
+					if whole.Trace.Pipeline[j] == p && !seen[whole.Trace.Rank[j]] {
+						t.Fatalf("chunk %d holds pipeline %d but not its rank %d", i, p, whole.Trace.Rank[j])
+					}
+				}
+			}
+		}
+		if rows != whole.Trace.Len() {
+			t.Errorf("chunks hold %d rows, Open %d", rows, whole.Trace.Len())
+		}
+	}
+}
+
+// TestOpenChunksErrors: what Open refuses OpenChunks refuses with the same
+// error; other tools' formats are not chunkable; a file that changes
+// between reads is named.
+func TestOpenChunksErrors(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, DP: 2, Steps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFiles(t, t.TempDir(), tr)
+
+	// The same rank twice.
+	dup := t.TempDir()
+	writeRankFiles(t, dup, tr)
+	writeFile(t, dup, "again.csv", csvBytes(t, rankSlice(tr, 1)))
+	_, errOpen := Open([]string{dup}, Options{})
+	_, errChunks := OpenChunks([]string{dup}, 0, Options{})
+	var rc *RankConflictError
+	if !errors.As(errChunks, &rc) || errOpen == nil || errChunks.Error() != errOpen.Error() {
+		t.Errorf("rank twice: OpenChunks %v, Open %v", errChunks, errOpen)
+	}
+
+	// A Kineto trace beside them.
+	kin := t.TempDir()
+	writeRankFiles(t, kin, tr)
+	src, err := os.ReadFile("testdata/torchprof/rank0.pt.trace.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, kin, "zz.json.gz", src)
+	if _, err := OpenChunks([]string{kin}, 0, Options{}); !errors.Is(err, ErrNotChunkable) || !strings.Contains(err.Error(), "zz.json.gz") {
+		t.Errorf("Kineto file: %v", err)
+	}
+
+	// Empty directory, missing path: Open's errors.
+	for _, p := range []string{t.TempDir(), filepath.Join(dir, "nope")} {
+		_, e1 := Open([]string{p}, Options{})
+		_, e2 := OpenChunks([]string{p}, 0, Options{})
+		if e1 == nil || e2 == nil || e1.Error() != e2.Error() {
+			t.Errorf("%s: OpenChunks %v, Open %v", p, e2, e1)
+		}
+	}
+
+	// A file rewritten with fewer rows after the first read.
+	c, err := OpenChunks([]string{dir}, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0 := rankSlice(tr, 0)
+	var b bytes.Buffer
+	if err := arrowv1.WriteStream(&b, r0.Slice(0, r0.Len()-1), arrowv1.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "rank-00000.arrows", b.Bytes())
+	_, err = c.Chunk(0)
+	if err == nil || !strings.Contains(err.Error(), "rank-00000.arrows") || !strings.Contains(err.Error(), "changed") {
+		t.Errorf("changed file: %v", err)
+	}
+	if _, err := c.Chunk(c.NumChunks()); err == nil {
+		t.Error("chunk out of range: no error")
+	}
+}
+
+// TestCountRows: Arrow files are counted exactly from their headers;
+// other files are guessed from their size.
+func TestCountRows(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, DP: 2, Steps: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFiles(t, t.TempDir(), tr)
+	n, exact, err := CountRows([]string{dir})
+	if err != nil || !exact || n != int64(tr.Len()) {
+		t.Errorf("rank files: %d rows, exact %v, %v; want %d exact", n, exact, err, tr.Len())
+	}
+	csv := csvBytes(t, tr)
+	p := writeFile(t, t.TempDir(), "all.csv", csv)
+	n, exact, err = CountRows([]string{dir, p})
+	if want := int64(tr.Len()) + int64(len(csv))/guessBytesPerEvent; err != nil || exact || n != want {
+		t.Errorf("with a CSV: %d rows, exact %v, %v; want %d, not exact", n, exact, err, want)
+	}
+	if _, _, err := CountRows([]string{filepath.Join(dir, "nope")}); err == nil {
+		t.Error("missing path: no error")
+	}
+}
