@@ -174,11 +174,20 @@ func run(ix *index, opt Options) (rep *Report, err error) {
 
 func runPasses(ix *index, opt Options) (*Report, error) {
 	done := 0
+	current := ""
 	pass := func(name string) {
 		if opt.Progress != nil {
 			opt.Progress(done, numPasses, name)
 		}
 		done++
+		current = name
+	}
+	if opt.Progress != nil && len(ix.chunks) > 1 {
+		// Passes that read chunks say which.
+		ix.onChunk = func(c, n int) {
+			opt.Progress(done-1, numPasses, fmt.Sprintf("%s (chunk %d/%d)", current, c+1, n))
+		}
+		defer func() { ix.onChunk = nil }()
 	}
 	pass("windows")
 	if len(ix.windows) == 0 {
@@ -227,6 +236,7 @@ type index struct {
 	complete int           // windows whose events all ended
 	groups   *opGroups     // newOpGroups' result, made once
 	flops    []windowFlops // per window
+	onChunk  func(c, n int) // called before forWindows loads chunk c of n
 }
 
 // newIndex is the index of a trace held whole.

@@ -212,6 +212,9 @@ func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
 			continue
 		}
 		if cs.kept == nil {
+			if ix.onChunk != nil {
+				ix.onChunk(c, len(ix.chunks))
+			}
 			if err := ix.attach(c); err != nil {
 				panic(chunkError{err})
 			}

@@ -17,6 +17,7 @@ type analyzeOptions struct {
 	failOn []string
 	quiet  bool
 	maps   []string // --map rules (mapflags.go)
+	stream string   // --stream: auto, always or never
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -40,6 +41,7 @@ and per-stage and per-step tables. Definitions: README "The numbers".`,
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")
 	cmd.Flags().StringArrayVar(&opts.failOn, "fail-on", nil, "exit 3 when a threshold is crossed, e.g. 'bubble>0.3', 'balance<0.9', 'mfu<0.4', 'step_ms>1200' (repeatable)")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "read the input a few pipeline replicas at a time (for traces larger than memory): auto, always or never")
 	addMapFlag(cmd, &opts.maps)
 	return cmd
 }
@@ -68,15 +70,18 @@ func analyzeRun(opts *analyzeOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	plan, err := planStream(opts.paths, opts.stream, len(opts.maps) > 0)
 	if err != nil {
 		return err
 	}
-	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
-	rep, err := analyze.Run(res.Trace, analyze.Options{Step: step, Progress: onPass})
-	bar.done()
+	var rep *analyze.Report
+	if plan.stream {
+		rep, err = analyzeStreamed(opts, step, plan)
+	} else {
+		rep, err = analyzeWhole(opts, step)
+	}
 	if err != nil {
-		return fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
+		return err
 	}
 	if err := report.Write(opts.stdout, rep, format); err != nil {
 		return err
@@ -89,4 +94,19 @@ func analyzeRun(opts *analyzeOptions) error {
 		return err
 	}
 	return checkGates(gates, vals, opts.stderr)
+}
+
+// analyzeWhole is analyze of a trace read whole (ingest.Open, analyze.Run).
+func analyzeWhole(opts *analyzeOptions, step int64) (*analyze.Report, error) {
+	res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	if err != nil {
+		return nil, err
+	}
+	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
+	defer bar.done()
+	rep, err := analyze.Run(res.Trace, analyze.Options{Step: step, Progress: onPass})
+	if err != nil {
+		return nil, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
+	}
+	return rep, nil
 }

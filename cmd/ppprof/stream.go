@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/ingest"
+)
+
+// Memory per event, measured (docs/performance.md "Memory"): what analyze
+// needs per event of a trace it holds whole (the model and the analysis'
+// scratch: 282-326 bytes measured), and what a trace held in memory keeps.
+const (
+	analysedBytesPerEvent = 320
+	keptBytesPerEvent     = 160
+)
+
+// streamPlan is how analyze reads its input.
+type streamPlan struct {
+	stream    bool
+	chunkRows int // rows per chunk (ingest.OpenChunks)
+	keepRows  int // rows of chunks kept between passes (analyze.Options.KeepRows)
+	mode      string
+}
+
+// planStream decides, for --stream mode, whether to read paths a few
+// pipeline replicas at a time. auto streams when the input's events (counted
+// from Arrow headers, ingest.CountRows) would need more than half the
+// machine's memory analysed whole. Chunks are a tenth of memory's worth of
+// events; a fifth is kept between passes.
+func planStream(paths []string, mode string, maps bool) (streamPlan, error) {
+	ram := memTotalBytes()
+	if ram <= 0 {
+		ram = 8 << 30
+	}
+	p := streamPlan{mode: mode, chunkRows: int(ram / 10 / analysedBytesPerEvent), keepRows: int(ram / 5 / keptBytesPerEvent)}
+	switch mode {
+	case "never":
+		return p, nil
+	case "always":
+		if maps {
+			return p, errors.New("--stream always: --map applies to other tools' formats, which are read whole")
+		}
+		p.stream = true
+		return p, nil
+	case "auto":
+		if maps {
+			return p, nil
+		}
+		rows, _, err := ingest.CountRows(paths)
+		if err != nil {
+			return p, nil // Open says what is wrong
+		}
+		p.stream = rows*analysedBytesPerEvent > ram/2
+		return p, nil
+	}
+	return p, fmt.Errorf("--stream %q: want auto, always or never", mode)
+}
+
+// analyzeStreamed is analyze of a trace read in chunks (ingest.OpenChunks,
+// analyze.RunChunks). Under --stream auto, input that cannot be chunked
+// (other tools' formats) is read whole after all.
+func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyze.Report, error) {
+	setMemoryLimit()
+	prog := newProgress(opts.stderr, "reading", 0, "files", opts.quiet)
+	opt := ingest.Options{Progress: func(p ingest.Progress) {
+		prog.update(func() { prog.total, prog.cur, prog.bytes = int64(p.FilesTotal), int64(p.Files), p.Bytes })
+	}}
+	if !opts.quiet {
+		opt.Warn = func(w ingest.Warning) {
+			prog.clear()
+			fmt.Fprintf(opts.stderr, "ppprof: warning: %s: %s\n", w.Path, w.Message)
+		}
+	}
+	ch, err := ingest.OpenChunks(opts.paths, plan.chunkRows, opt)
+	prog.done()
+	if errors.Is(err, ingest.ErrNotChunkable) && plan.mode == "auto" {
+		return analyzeWhole(opts, step)
+	}
+	if err != nil {
+		if errors.Is(err, ingest.ErrNotChunkable) {
+			return nil, fmt.Errorf("--stream always: %w: use --stream never", err)
+		}
+		return nil, err
+	}
+	// Chunks are read again by each pass: what they allocate is garbage
+	// as soon as the pass moves on, so the default collector pace holds.
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
+	defer bar.done()
+	rep, err := analyze.RunChunks(ch, analyze.Options{Step: step, Progress: onPass, KeepRows: plan.keepRows})
+	if err != nil {
+		return nil, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
+	}
+	return rep, nil
+}

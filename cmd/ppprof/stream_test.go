@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAnalyzeStream: a job analysed a few pipeline replicas at a time
+// (--stream always) prints, in every format, exactly what it prints read
+// whole (--stream never); auto reads a small job whole; what cannot be
+// streamed is refused under always and read whole under auto.
+func TestAnalyzeStream(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
+		"--steps", "3", "--dp", "4", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1",
+		"--fleet-batch-rows", "64", "-o", dir); code != 0 {
+		t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
+	}
+	for _, format := range []string{"json", "text", "markdown"} {
+		whole, stderr, code := ppprof(t, "analyze", "--stream", "never", "--format", format, dir)
+		if code != 0 {
+			t.Fatalf("--stream never: exit %d: %s", code, stderr)
+		}
+		for _, mode := range []string{"always", "auto"} {
+			got, stderr, code := ppprof(t, "analyze", "--stream", mode, "--format", format, dir)
+			if code != 0 {
+				t.Fatalf("--stream %s: exit %d: %s", mode, code, stderr)
+			}
+			if got != whole {
+				t.Errorf("--stream %s --format %s differs from --stream never", mode, format)
+			}
+		}
+	}
+
+	// Thresholds apply the same way.
+	_, _, code := ppprof(t, "analyze", "--stream", "always", "--fail-on", "bubble>0.01", dir)
+	if code != 3 {
+		t.Errorf("--stream always --fail-on bubble>0.01: exit %d, want 3", code)
+	}
+
+	// Other tools' formats need every file at once.
+	prof, err := filepath.Abs("../../ingest/testdata/torchprof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(prof); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := ppprof(t, "analyze", "--stream", "always", prof)
+	if code == 0 || !strings.Contains(stderr, "needs every file at once") || !strings.Contains(stderr, "--stream never") {
+		t.Errorf("--stream always on Kineto: exit %d: %s", code, stderr)
+	}
+	a, _, c1 := ppprof(t, "analyze", "--stream", "auto", "--format", "json", prof)
+	b, _, c2 := ppprof(t, "analyze", "--stream", "never", "--format", "json", prof)
+	if c1 != 0 || c2 != 0 || a != b {
+		t.Errorf("Kineto, auto vs never: exits %d %d, same output %v", c1, c2, a == b)
+	}
+	if _, stderr, code := ppprof(t, "analyze", "--stream", "sometimes", dir); code == 0 || !strings.Contains(stderr, "want auto, always or never") {
+		t.Errorf("--stream sometimes: exit %d: %s", code, stderr)
+	}
+}
