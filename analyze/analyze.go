@@ -231,11 +231,11 @@ type index struct {
 	keepRows int
 	chunks   []chunkState
 	tot      *scanTotals
-	p        int           // stages
-	windows  []*window     // (step, pipeline) groups in step, pipeline order
-	complete int           // windows whose events all ended
-	groups   *opGroups     // newOpGroups' result, made once
-	flops    []windowFlops // per window
+	p        int            // stages
+	windows  []*window      // (step, pipeline) groups in step, pipeline order
+	complete int            // windows whose events all ended
+	groups   *opGroups      // newOpGroups' result, made once
+	flops    []windowFlops  // per window
 	onChunk  func(c, n int) // called before forWindows loads chunk c of n
 }
 
