@@ -70,12 +70,12 @@ func (a *analysis) collectMismatches() {
 	}
 
 	// 2. Pending ops no op of the peer matches.
-	for _, ch := range a.chans {
-		n := min(len(ch.sends), len(ch.recvs))
+	for ci := range a.chans {
+		ch := &a.chans[ci]
 		for _, side := range [2]struct {
 			rows []int32
 			kind MismatchKind
-		}{{ch.recvs[n:], MissingSend}, {ch.sends[n:], MissingRecv}} {
+		}{{ch.unmatchedRecvs(), MissingSend}, {ch.unmatchedSends(), MissingRecv}} {
 			first, count := -1, 0
 			for _, i := range side.rows {
 				if t.EndNs[i] == trace.NoTime {
