@@ -36,7 +36,7 @@ type Options struct {
 }
 
 // numPasses is the number of Progress steps of Run.
-const numPasses = 8
+const numPasses = 6
 
 // AllSteps is the Options.Step value that selects every step.
 const AllSteps int64 = -1
@@ -151,11 +151,16 @@ type Finding struct {
 //
 //  1. windows: group rows by (step, pipeline), measure each window;
 //  2. factors: utilisation, bubble and its idle split, compute and MFU;
-//  3. stages: per-stage busy/idle and duration statistics, step overhead;
-//  4. memory and P2P;
-//  5. schedule identification and conformance, then the theoretical bubble;
-//  6. imbalance, stragglers, and the attribution of the bubble gap;
-//  7. findings, ranked.
+//  3. stages: per-stage busy/idle and duration statistics, step overhead,
+//     memory, P2P, the windows' schedule sizes, the op groups' counts;
+//  4. schedule identification, the op groups' typical durations, then the
+//     theoretical bubble;
+//  5. synchronous-training checks, imbalance, the attribution of the
+//     bubble gap, stragglers;
+//  6. findings, ranked.
+//
+// Steps 3, 4 and 5 each visit every window once, for all their passes
+// (index.visit): RunChunks reads each chunk once per step.
 func Run(t *trace.Trace, opt Options) (*Report, error) {
 	if t.Len() == 0 {
 		return nil, fmt.Errorf("trace has no events")
@@ -198,23 +203,28 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	measureFactors(ix, rep)
 	rep.StepMs, rep.StepMsWorst = stepTimes(ix.windows)
 	rep.Stages = stageSummaries(ix, rep)
+	// Each phase visits the windows once, for several passes (a trace read
+	// in chunks reads each chunk once per phase): what only needs the
+	// measured windows; then the schedule identification (which needs every
+	// window's sizes) and the op groups' durations (which need their
+	// layout); then what needs the schedule, the theory and the groups.
 	pass("stages")
-	analyzeStats(ix, rep)
+	cs, collect := conformanceCollect(ix)
+	imb, sums := imbalanceSums(ix)
+	og := newOpGroupsBuilder(ix)
+	ix.visit(statsVisit(ix, rep), memoryVisit(ix, rep), collect, sums, og.countVisit())
 	for i := range rep.Stages {
 		rep.Stages[i].FwdMs, rep.Stages[i].BwdMs = rep.Stages[i].F.MeanMs, rep.Stages[i].B.MeanMs
 	}
-	pass("memory")
-	analyzeMemory(ix, rep)
 	analyzeP2P(ix, rep)
 	pass("schedule")
-	analyzeConformance(ix, rep)
+	ix.visit(cs.identifyVisit(&rep.Schedule), og.fillVisit())
 	rep.Bubble.Theoretical = theoretical(ix, rep)
 	// Imbalance and the gap attribution re-time every window: one replay
 	// per window serves both.
 	pass("replay")
-	runReplayPasses(ix, imbalancePass(ix, rep), gapPass(ix, rep))
-	pass("stragglers")
-	analyzeStragglers(ix, rep)
+	ix.visit(cs.checkSyncVisit(&rep.Schedule), replayVisit(ix, imbalanceReplay(ix, rep, imb), gapPass(ix, rep)),
+		stragglersVisit(ix, rep))
 	pass("findings")
 	rep.Findings = rankFindings(append(rep.Findings, collectFindings(ix, rep)...))
 	pass("")
@@ -380,6 +390,7 @@ type window struct {
 	size     int          // its rows
 	t        *trace.Trace // the trace (chunk) its rows index; nil when not at hand
 	rows     []int        // row indices into t, in trace order (rank, seq); nil when not at hand
+	vSeen    int          // 1 + the largest chunk (< maxChunks) of its compute rows; 0 when none
 	measured StepWindow
 	idle     idleParts
 	// spanS and spanE are the earliest start and latest end of any row of

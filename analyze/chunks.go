@@ -182,7 +182,7 @@ func (ix *index) measure() {
 	ix.forWindows(nil, func(w, k int) {
 		g := ix.windows[k]
 		g.measured, g.idle = measureWindow(g.t, g, ix.p, &scratch[w])
-		ix.flops[k] = flopsOf(g)
+		ix.flops[k], g.vSeen = computeOf(g)
 	})
 	for _, g := range ix.windows {
 		if g.measured.Complete && g.measured.EndNs > g.measured.StartNs {
@@ -255,17 +255,60 @@ type windowFlops struct {
 	missing bool // some compute row records no FLOPs
 }
 
-func flopsOf(g *window) windowFlops {
-	var f windowFlops
+// computeOf returns the FLOPs of window g's compute rows and 1 + their
+// largest chunk in [0, maxChunks) (0 when none).
+func computeOf(g *window) (f windowFlops, vSeen int) {
 	t := g.t
 	for _, i := range g.rows {
 		if !t.Kind[i].IsCompute() {
 			continue
+		}
+		if c := t.Chunk[i]; c >= 0 && c < maxChunks {
+			vSeen = max(vSeen, int(c)+1)
 		}
 		if t.Flops[i] == 0 {
 			f.missing = true
 		}
 		f.sum += t.Flops[i]
 	}
-	return f
+	return f, vSeen
 }
+
+// visit is the per-window part of a pass: window(w, k) for every window k
+// it wants (want nil: every window), with the rows at hand, on worker w;
+// then finish, once, on the calling goroutine. Passes that only need what
+// earlier passes finished visit the windows together (index.visit): one
+// read of each chunk serves them all.
+type visit struct {
+	want   func(k int) bool
+	window func(w, k int)
+	finish func()
+}
+
+// visit runs the passes vs over the windows in one forWindows, then their
+// finish functions in order.
+func (ix *index) visit(vs ...visit) {
+	wants := func(v visit, k int) bool { return v.window != nil && (v.want == nil || v.want(k)) }
+	ix.forWindows(func(k int) bool {
+		for _, v := range vs {
+			if wants(v, k) {
+				return true
+			}
+		}
+		return false
+	}, func(w, k int) {
+		for _, v := range vs {
+			if wants(v, k) {
+				v.window(w, k)
+			}
+		}
+	})
+	for _, v := range vs {
+		if v.finish != nil {
+			v.finish()
+		}
+	}
+}
+
+// isReplayable is replayable by window index.
+func (ix *index) isReplayable(k int) bool { return replayable(ix.windows[k]) }

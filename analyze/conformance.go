@@ -187,6 +187,7 @@ type conformanceWindow struct {
 // conformanceState is what the pass shares between its steps.
 type conformanceState struct {
 	ix      *index
+	best    *conformanceCand // identify's result
 	events  int // rows of the whole trace
 	p, v    int
 	split   bool // the trace records W
@@ -202,22 +203,32 @@ type conformanceState struct {
 //  2. score every candidate schedule and pick the identified one, with its
 //     deviations;
 //  3. check the synchronous-training rules (Violation).
+//
+// Each step visits the windows once (Run visits them together with other
+// passes' visits): conformanceCollect, identifyVisit, checkSyncVisit.
 func analyzeConformance(ix *index, rep *Report) {
-	cs := newConformanceState(ix)
-	out := &rep.Schedule
-	*out = Conformance{ViolationCounts: map[string]int{}}
-	best := cs.identify(out)
-	cs.checkSync(out, best)
+	cs, v := conformanceCollect(ix)
+	ix.visit(v)
+	ix.visit(cs.identifyVisit(&rep.Schedule))
+	ix.visit(cs.checkSyncVisit(&rep.Schedule))
 }
 
-// newConformanceState is step 1.
+// newConformanceState is step 1, on its own.
 func newConformanceState(ix *index) *conformanceState {
+	cs, v := conformanceCollect(ix)
+	ix.visit(v)
+	return cs
+}
+
+// conformanceCollect returns the state of step 1 and the visit that fills
+// it.
+func conformanceCollect(ix *index) (*conformanceState, visit) {
 	cs := &conformanceState{ix: ix, events: ix.tot.events, p: ix.p, v: 1, byKey: map[[2]int64]int{},
 		metaM: ix.tot.meta.MicroBatches, metaSch: ix.tot.meta.Schedule}
 	cs.wins = make([]conformanceWindow, len(ix.windows))
 	vs := make([]int, workers(len(ix.windows)))
 	splits := make([]bool, len(vs))
-	ix.forWindows(nil, func(w, wi int) {
+	return cs, visit{window: func(w, wi int) {
 		g := ix.windows[wi]
 		cw := conformanceWindow{g: g}
 		var v int
@@ -229,7 +240,11 @@ func newConformanceState(ix *index) *conformanceState {
 		cs.wins[wi] = cw
 		vs[w] = max(vs[w], v)
 		splits[w] = splits[w] || split
-	})
+	}, finish: func() { cs.size(vs, splits) }}
+}
+
+// size ends step 1: v, whether W is recorded, and each window's m.
+func (cs *conformanceState) size(vs []int, splits []bool) {
 	for w := range vs {
 		cs.v = max(cs.v, vs[w])
 		cs.split = cs.split || splits[w]
@@ -256,7 +271,6 @@ func newConformanceState(ix *index) *conformanceState {
 			cw.labels = 3 * cs.v * m
 		}
 	}
-	return cs
 }
 
 // group splits window g's rows (at hand) by rank, with each rank's last
@@ -526,6 +540,13 @@ func (sc *conformanceScratch) compare(t *trace.Trace, r *conformanceRank, cs *co
 // identify is step 2: it fills Identified, Virtual, Candidates and the
 // deviations, and returns the identified candidate (nil when none).
 func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
+	cs.ix.visit(cs.identifyVisit(out))
+	return cs.best
+}
+
+// identifyVisit is identify as a visit; it resets out and sets cs.best.
+func (cs *conformanceState) identifyVisit(out *Conformance) visit {
+	*out = Conformance{ViolationCounts: map[string]int{}}
 	var cands []*conformanceCand
 	for k, name := range schedule.Names {
 		v := 1
@@ -558,14 +579,9 @@ func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
 	// Per window and candidate: counts, and the first deviations of each
 	// rank (a rank appears once in a window). They are added up in window
 	// order, so the per-rank cap keeps the same deviations as a serial pass.
-	type candWindow struct {
-		res  conformanceResult
-		devN int
-		devs []Deviation
-	}
 	per := make([][]candWindow, len(cs.wins))
 	scs := make([]conformanceScratch, workers(len(cs.wins)))
-	cs.ix.forWindows(func(wi int) bool { return cs.wins[wi].m != 0 }, func(w, wi int) {
+	window := func(w, wi int) {
 		cw := &cs.wins[wi]
 		t := cw.g.t
 		ranks, _, _, _ := cs.group(cw.g)
@@ -596,7 +612,22 @@ func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
 			}
 		}
 		per[wi] = out
-	})
+	}
+	return visit{want: func(wi int) bool { return cs.wins[wi].m != 0 }, window: window, finish: func() {
+		cs.best = cs.rank(out, cands, per, compared)
+	}}
+}
+
+// candWindow is one window's comparison with one candidate.
+type candWindow struct {
+	res  conformanceResult
+	devN int
+	devs []Deviation
+}
+
+// rank adds up the windows' comparisons (per, in window order) and picks
+// the identified candidate.
+func (cs *conformanceState) rank(out *Conformance, cands []*conformanceCand, per [][]candWindow, compared bool) *conformanceCand {
 	for _, out := range per {
 		for ci, cr := range out {
 			c := cands[ci]
@@ -683,16 +714,25 @@ func (cv *conformanceViolations) merge(o *conformanceViolations) {
 // checkSync is step 3: the synchronous-training rules of Violation, window
 // by window, then the optimizer decision step by step.
 func (cs *conformanceState) checkSync(out *Conformance, best *conformanceCand) {
+	cs.best = best
+	cs.ix.visit(cs.checkSyncVisit(out))
+}
+
+// checkSyncVisit is checkSync, with cs.best, as a visit.
+func (cs *conformanceState) checkSyncVisit(out *Conformance) visit {
 	// Windows are checked in parallel, each into its own list; the lists
 	// are merged in window order, so the per-code cap keeps what a serial
 	// pass keeps.
 	per := make([]*conformanceViolations, len(cs.wins))
 	scs := make([]syncScratch, workers(len(cs.wins)))
-	cs.ix.forWindows(nil, func(w, k int) {
+	return visit{window: func(w, k int) {
 		per[k] = newConformanceViolations()
 		ranks, _, _, _ := cs.group(cs.wins[k].g)
-		cs.checkWindow(per[k], cs.wins[k], ranks, best, &scs[w])
-	})
+		cs.checkWindow(per[k], cs.wins[k], ranks, cs.best, &scs[w])
+	}, finish: func() { cs.syncFinish(out, per) }}
+}
+
+func (cs *conformanceState) syncFinish(out *Conformance, per []*conformanceViolations) {
 	cv := newConformanceViolations()
 	for _, o := range per {
 		cv.merge(o)

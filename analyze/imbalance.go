@@ -53,6 +53,45 @@ func analyzeImbalance(ix *index, rep *Report) {
 // imbalancePass does the part of analyzeImbalance that needs no replay and
 // returns the rest: a replay per window, then the balanced step time.
 func imbalancePass(ix *index, rep *Report) replayPass {
+	accs, v := imbalanceSums(ix)
+	ix.visit(v)
+	return imbalanceReplay(ix, rep, accs)
+}
+
+// imbalanceAcc is one worker's compute durations, counts and chunks per
+// stage over the replayable windows.
+type imbalanceAcc struct {
+	sum    [][3]int64
+	cnt    [][3]int
+	chunks []int32
+}
+
+// imbalanceSums returns the workers' accumulators and the visit that fills
+// them (step 1 of imbalancePass).
+func imbalanceSums(ix *index) ([]imbalanceAcc, visit) {
+	p := ix.p
+	accs := make([]imbalanceAcc, workers(len(ix.windows)))
+	for w := range accs {
+		accs[w] = imbalanceAcc{sum: make([][3]int64, p), cnt: make([][3]int, p), chunks: make([]int32, p)}
+	}
+	return accs, visit{want: ix.isReplayable, window: func(wk, k int) {
+		w, a := ix.windows[k], &accs[wk]
+		t := w.t
+		for _, i := range w.rows {
+			k := computeIndex(t.Kind[i])
+			st := int(t.Stage[i])
+			if k < 0 || st < 0 || st >= p {
+				continue
+			}
+			a.sum[st][k] += opDur(t, i)
+			a.cnt[st][k]++
+			a.chunks[st] = max(a.chunks[st], t.Chunk[i]+1)
+		}
+	}}
+}
+
+// imbalanceReplay is the rest of imbalancePass, from the sums.
+func imbalanceReplay(ix *index, rep *Report, accs []imbalanceAcc) replayPass {
 	p := ix.p
 	im := &Imbalance{SlowestStage: -1, SlowestStageByFB: -1}
 	done := replayPass{finish: func() { rep.Imbalance = *im }}
@@ -78,29 +117,6 @@ func imbalancePass(ix *index, rep *Report) replayPass {
 	}
 	// Durations are integer ns: per-worker int64 sums add up to the serial
 	// float64 sums exactly.
-	type acc struct {
-		sum    [][3]int64
-		cnt    [][3]int
-		chunks []int32
-	}
-	accs := make([]acc, workers(len(ix.windows)))
-	for w := range accs {
-		accs[w] = acc{sum: make([][3]int64, p), cnt: make([][3]int, p), chunks: make([]int32, p)}
-	}
-	ix.forWindows(func(k int) bool { return replayable(ix.windows[k]) }, func(wk, k int) {
-		w, a := ix.windows[k], &accs[wk]
-		t := w.t
-		for _, i := range w.rows {
-			k := computeIndex(t.Kind[i])
-			st := int(t.Stage[i])
-			if k < 0 || st < 0 || st >= p {
-				continue
-			}
-			a.sum[st][k] += opDur(t, i)
-			a.cnt[st][k]++
-			a.chunks[st] = max(a.chunks[st], t.Chunk[i]+1)
-		}
-	})
 	for w := range accs {
 		for st := range p {
 			for k := range 3 {
@@ -203,7 +219,7 @@ func imbalancePass(ix *index, rep *Report) replayPass {
 }
 
 // replayPass is the part of a pass that re-times windows: each is called
-// once per replayable window (possibly concurrently, see eachReplay), then
+// once per replayable window (possibly concurrently, see replayVisit), then
 // finish once. Passes that replay share one replay per window
 // (runReplayPasses).
 type replayPass struct {
@@ -213,25 +229,33 @@ type replayPass struct {
 
 // runReplayPasses builds each replayable window's replay once and hands it
 // to every pass, then finishes the passes in order.
-func runReplayPasses(ix *index, passes ...replayPass) {
+func runReplayPasses(ix *index, passes ...replayPass) { ix.visit(replayVisit(ix, passes...)) }
+
+// replayVisit is runReplayPasses as a visit.
+func replayVisit(ix *index, passes ...replayPass) visit {
 	var each []func(int, *replay, error)
 	for _, p := range passes {
 		if p.each != nil {
 			each = append(each, p.each)
 		}
 	}
+	v := visit{finish: func() {
+		for _, p := range passes {
+			if p.finish != nil {
+				p.finish()
+			}
+		}
+	}}
 	if len(each) > 0 {
-		eachReplay(ix, func(k int, r *replay, err error) {
+		v.want = ix.isReplayable
+		v.window = func(_, k int) {
+			r, err := newReplay(ix.windows[k].t, ix.windows[k], ix.p)
 			for _, f := range each {
 				f(k, r, err)
 			}
-		})
-	}
-	for _, p := range passes {
-		if p.finish != nil {
-			p.finish()
 		}
 	}
+	return v
 }
 
 // computeIndex is 0, 1, 2 for F, B, W and -1 for other kinds.

@@ -61,7 +61,10 @@ type LivePoint struct {
 //  2. each pair gives +1 (and its bytes) at its F's end and -1 at its last
 //     backward's end;
 //  3. sweep the rank's edges in time order, frees first at equal times.
-func analyzeMemory(ix *index, rep *Report) {
+func analyzeMemory(ix *index, rep *Report) { ix.visit(memoryVisit(ix, rep)) }
+
+// memoryVisit is analyzeMemory as a visit.
+func memoryVisit(ix *index, rep *Report) visit {
 	p := ix.p
 	out := make([]StageMemory, p)
 	for st := range out {
@@ -71,11 +74,6 @@ func analyzeMemory(ix *index, rep *Report) {
 	// Windows are scanned in parallel; each worker keeps its own maxima
 	// (and scratch), merged below. Only the shown window writes out's Live
 	// series, and it is scanned by one worker.
-	type memAcc struct {
-		sc               *memScan
-		peak             []int
-		peakAct, peakMem []int64
-	}
 	first := newMemScan(ix.tot.maxMB, ix.tot.maxChunk)
 	accs := make([]memAcc, workers(len(ix.windows)))
 	for w := range accs {
@@ -85,7 +83,7 @@ func analyzeMemory(ix *index, rep *Report) {
 		}
 		accs[w] = memAcc{sc: sc, peak: make([]int, p), peakAct: make([]int64, p), peakMem: make([]int64, p)}
 	}
-	ix.forWindows(nil, func(w, gi int) {
+	window := func(w, gi int) {
 		a, g := &accs[w], ix.windows[gi]
 		t := g.t
 		sc := a.sc
@@ -128,7 +126,18 @@ func analyzeMemory(ix *index, rep *Report) {
 				}
 			}
 		}
-	})
+	}
+	return visit{window: window, finish: func() { memoryFinish(rep, p, out, accs) }}
+}
+
+// memAcc is one worker's maxima and scratch.
+type memAcc struct {
+	sc               *memScan
+	peak             []int
+	peakAct, peakMem []int64
+}
+
+func memoryFinish(rep *Report, p int, out []StageMemory, accs []memAcc) {
 	for w := range accs {
 		for st := range out {
 			m := &out[st]

@@ -424,18 +424,6 @@ func replayable(w *window) bool {
 	return w.measured.Complete && w.measured.EndNs > w.measured.StartNs
 }
 
-// eachReplay builds the replay of every replayable window of ix and calls
-// fn(k, r, err) for it, k the window's index in ix.windows, on up to
-// GOMAXPROCS goroutines. fn must only write state owned by index k; the
-// replay is fn's alone during the call and discarded after it, so at most
-// one replay per goroutine is held in memory.
-func eachReplay(ix *index, fn func(k int, r *replay, err error)) {
-	ix.forWindows(func(k int) bool { return replayable(ix.windows[k]) }, func(_, k int) {
-		r, err := newReplay(ix.windows[k].t, ix.windows[k], ix.p)
-		fn(k, r, err)
-	})
-}
-
 // mergeSorted appends to dst the union of a and b, each sorted by start
 // with overlapping or touching intervals allowed, as sorted disjoint
 // intervals.

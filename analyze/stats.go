@@ -94,7 +94,10 @@ type statsWindow struct {
 //
 // Windows are measured in parallel (forEach), each worker adding into its
 // own statsAcc; the shares are added up at the end.
-func analyzeStats(ix *index, rep *Report) {
+func analyzeStats(ix *index, rep *Report) { ix.visit(statsVisit(ix, rep)) }
+
+// statsVisit is analyzeStats as a visit.
+func statsVisit(ix *index, rep *Report) visit {
 	p := ix.p
 	accs := make([]statsAcc, workers(len(ix.windows)))
 	for w := range accs {
@@ -105,11 +108,14 @@ func analyzeStats(ix *index, rep *Report) {
 		a.sc = statsScratch{comp: make([][]interval, p), recv: make([][]taggedIv, p)}
 	}
 	wins := make([]statsWindow, len(ix.windows))
-	ix.forWindows(nil, func(w, k int) {
+	return visit{window: func(w, k int) {
 		statsOfWindow(ix, ix.windows[k], &accs[w], &wins[k])
-	})
+	}, finish: func() { statsFinish(ix, rep, accs, wins) }}
+}
 
-	// Add up the workers' shares.
+// statsFinish adds up the workers' shares.
+func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
+	p := ix.p
 	durs := make([][3][]int64, p)
 	warm, cool, steady, wait := make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
 	exposed := map[boundaryKey]float64{}

@@ -115,81 +115,111 @@ func kindOfGroup(x int) int { return x % 3 }
 
 func opDur(t *trace.Trace, i int) int64 { return max(t.EndNs[i]-t.StartNs[i], 0) }
 
-// newOpGroups computes the typical durations over ix's replayable windows.
+// newOpGroups computes the typical durations over ix's replayable windows
+// (once: the result is kept in ix.groups). Run builds them with the
+// visits of opGroupsBuilder instead, alongside other passes.
 func newOpGroups(ix *index) *opGroups {
 	if ix.groups != nil {
 		return ix.groups
 	}
+	b := newOpGroupsBuilder(ix)
+	ix.visit(b.countVisit())
+	ix.visit(b.fillVisit())
+	return ix.groups
+}
+
+// opGroupsBuilder builds an index's opGroups in two visits of the
+// replayable windows: the counts per window and group, then (once the
+// layout is known) the durations.
+type opGroupsBuilder struct {
+	ix       *index
+	g        *opGroups
+	ng       int
+	counts   [][]int  // [window][group]; nil when not replayable
+	noTokens [][]bool // [worker][group]
+	off      []int
+	at       [][]int // [window][group]: its first slot
+	durs     []float64
+	rates    []float64
+}
+
+func newOpGroupsBuilder(ix *index) *opGroupsBuilder {
 	g := &opGroups{p: ix.p, v: 1}
-	isReplayable := func(k int) bool { return replayable(ix.windows[k]) }
-	// 1. v, then per window and group the op counts (windows in parallel).
-	vs := make([]int, workers(len(ix.windows)))
-	ix.forWindows(isReplayable, func(w, k int) {
-		t := ix.windows[k].t
-		for _, i := range ix.windows[k].rows {
-			if c := t.Chunk[i]; t.Kind[i].IsCompute() && c >= 0 && c < maxChunks {
-				vs[w] = max(vs[w], int(c)+1)
-			}
+	// v: over the replayable windows' compute rows (measure).
+	for _, w := range ix.windows {
+		if replayable(w) {
+			g.v = max(g.v, w.vSeen)
 		}
-	})
-	for _, v := range vs {
-		g.v = max(g.v, v)
 	}
 	ng := g.p * g.v * 3
 	g.n, g.median, g.mad = make([]int, ng), make([]float64, ng), make([]float64, ng)
 	g.perToken, g.rate, g.rateMAD = make([]bool, ng), make([]float64, ng), make([]float64, ng)
-	counts := make([][]int, len(ix.windows)) // [window][group]; nil when not replayable
-	noTokens := make([][]bool, workers(len(ix.windows)))
-	for w := range noTokens {
-		noTokens[w] = make([]bool, ng)
+	b := &opGroupsBuilder{ix: ix, g: g, ng: ng, counts: make([][]int, len(ix.windows)),
+		noTokens: make([][]bool, workers(len(ix.windows)))}
+	for w := range b.noTokens {
+		b.noTokens[w] = make([]bool, ng)
 	}
-	ix.forWindows(isReplayable, func(w, k int) {
+	return b
+}
+
+// countVisit counts each window's ops per group, then lays the groups out:
+// each window's ops fill their own slots of each group, in window order
+// (the layout a serial pass gives).
+func (b *opGroupsBuilder) countVisit() visit {
+	ix, g, ng := b.ix, b.g, b.ng
+	return visit{want: ix.isReplayable, window: func(w, k int) {
 		t := ix.windows[k].t
 		cnt := make([]int, ng)
 		for _, i := range ix.windows[k].rows {
 			if x := g.group(t, i); x >= 0 {
 				cnt[x]++
 				if t.Tokens[i] <= 0 {
-					noTokens[w][x] = true
+					b.noTokens[w][x] = true
 				}
 			}
 		}
-		counts[k] = cnt
-	})
-	for x := range g.perToken {
-		g.perToken[x] = true
-		for w := range noTokens {
-			if noTokens[w][x] {
-				g.perToken[x] = false
+		b.counts[k] = cnt
+	}, finish: func() {
+		for x := range g.perToken {
+			g.perToken[x] = true
+			for w := range b.noTokens {
+				if b.noTokens[w][x] {
+					g.perToken[x] = false
+				}
 			}
 		}
-	}
-	// 2. Each window's ops fill their own slots of each group, in window
-	// order: the layout a serial pass gives.
-	off := make([]int, ng+1)
-	for _, cnt := range counts {
-		for x, c := range cnt {
-			g.n[x] += c
+		b.off = make([]int, ng+1)
+		for _, cnt := range b.counts {
+			for x, c := range cnt {
+				g.n[x] += c
+			}
 		}
-	}
-	for x := range ng {
-		off[x+1] = off[x] + g.n[x]
-	}
-	fill := slices.Clone(off[:ng])
-	at := make([][]int, len(ix.windows)) // [window][group]: first slot
-	for k, cnt := range counts {
-		if cnt == nil {
-			continue
+		for x := range ng {
+			b.off[x+1] = b.off[x] + g.n[x]
 		}
-		at[k] = slices.Clone(fill)
-		for x, c := range cnt {
-			fill[x] += c
+		fill := slices.Clone(b.off[:ng])
+		b.at = make([][]int, len(ix.windows))
+		for k, cnt := range b.counts {
+			if cnt == nil {
+				continue
+			}
+			b.at[k] = slices.Clone(fill)
+			for x, c := range cnt {
+				fill[x] += c
+			}
 		}
-	}
-	durs := make([]float64, off[ng])
-	rates := make([]float64, off[ng])
-	ix.forWindows(func(k int) bool { return at[k] != nil }, func(_, k int) {
-		pos := at[k]
+		b.counts = nil
+		b.durs = make([]float64, b.off[ng])
+		b.rates = make([]float64, b.off[ng])
+	}}
+}
+
+// fillVisit puts each op's duration (and ns per token) in its slot, then
+// computes every group's statistics and sets ix.groups.
+func (b *opGroupsBuilder) fillVisit() visit {
+	ix, g, ng := b.ix, b.g, b.ng
+	return visit{want: func(k int) bool { return b.at[k] != nil }, window: func(_, k int) {
+		pos := b.at[k]
 		t := ix.windows[k].t
 		for _, i := range ix.windows[k].rows {
 			x := g.group(t, i)
@@ -197,27 +227,28 @@ func newOpGroups(ix *index) *opGroups {
 				continue
 			}
 			d := float64(opDur(t, i))
-			durs[pos[x]] = d
+			b.durs[pos[x]] = d
 			if g.perToken[x] {
-				rates[pos[x]] = d / float64(t.Tokens[i])
+				b.rates[pos[x]] = d / float64(t.Tokens[i])
 			}
 			pos[x]++
 		}
-	})
-	// 3. The statistics, one group at a time, groups in parallel.
-	devs := make([][]float64, workers(ng))
-	forEach(ng, func(w, x int) {
-		if g.n[x] == 0 {
-			g.perToken[x] = false
-			return
-		}
-		g.median[x], g.mad[x], devs[w] = medianMAD(durs[off[x]:off[x+1]], devs[w])
-		if g.perToken[x] {
-			g.rate[x], g.rateMAD[x], devs[w] = medianMAD(rates[off[x]:off[x+1]], devs[w])
-		}
-	})
-	ix.groups = g
-	return g
+	}, finish: func() {
+		// The statistics, one group at a time, groups in parallel.
+		devs := make([][]float64, workers(ng))
+		forEach(ng, func(w, x int) {
+			if g.n[x] == 0 {
+				g.perToken[x] = false
+				return
+			}
+			g.median[x], g.mad[x], devs[w] = medianMAD(b.durs[b.off[x]:b.off[x+1]], devs[w])
+			if g.perToken[x] {
+				g.rate[x], g.rateMAD[x], devs[w] = medianMAD(b.rates[b.off[x]:b.off[x+1]], devs[w])
+			}
+		})
+		b.durs, b.rates, b.at = nil, nil, nil
+		ix.groups = g
+	}}
 }
 
 // medianMAD returns the median and the median absolute deviation of xs,
@@ -338,14 +369,17 @@ type stragglerCand struct {
 // most MaxStragglers (the largest excesses), sorted by DelayMs, then
 // excess, descending, then by step, pipeline, stage, micro-batch, kind.
 func analyzeStragglers(ix *index, rep *Report) {
-	rep.Stragglers = findStragglers(ix, newOpGroups(ix))
+	ix.visit(stragglersVisit(ix, rep))
 }
 
-func findStragglers(ix *index, g *opGroups) []Straggler {
+// stragglersVisit is analyzeStragglers as a visit (the opGroups must be
+// built); its finish reads again the windows to replay.
+func stragglersVisit(ix *index, rep *Report) visit {
+	g := newOpGroups(ix)
 	// 1. Candidates, every TP copy: per window (in parallel), then in
 	// window order.
 	per := make([][]stragglerCand, len(ix.windows))
-	ix.forWindows(func(k int) bool { return replayable(ix.windows[k]) }, func(_, k int) {
+	return visit{want: ix.isReplayable, window: func(_, k int) {
 		w := ix.windows[k]
 		t := w.t
 		var out []stragglerCand
@@ -371,7 +405,12 @@ func findStragglers(ix *index, g *opGroups) []Straggler {
 			}})
 		}
 		per[k] = out
-	})
+	}, finish: func() { rep.Stragglers = pickStragglers(ix, per) }}
+}
+
+// pickStragglers is the rest of analyzeStragglers, from the candidates of
+// each window.
+func pickStragglers(ix *index, per [][]stragglerCand) []Straggler {
 	var cs []stragglerCand
 	for _, out := range per {
 		cs = append(cs, out...)
