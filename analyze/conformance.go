@@ -188,7 +188,7 @@ type conformanceWindow struct {
 type conformanceState struct {
 	ix      *index
 	best    *conformanceCand // identify's result
-	events  int // rows of the whole trace
+	events  int              // rows of the whole trace
 	p, v    int
 	split   bool // the trace records W
 	wins    []conformanceWindow
