@@ -245,7 +245,6 @@ type index struct {
 	windows  []*window      // (step, pipeline) groups in step, pipeline order
 	complete int            // windows whose events all ended
 	groups   *opGroups      // newOpGroups' result, made once
-	flops    []windowFlops  // per window
 	onChunk  func(c, n int) // called before forWindows loads chunk c of n
 }
 
@@ -384,15 +383,17 @@ func theoretical(ix *index, rep *Report) *float64 {
 
 // window is the rows of one (step, pipeline).
 type window struct {
-	step     int64
-	pipeline int32
-	chunk    int          // the chunk holding its rows
-	size     int          // its rows
-	t        *trace.Trace // the trace (chunk) its rows index; nil when not at hand
-	rows     []int        // row indices into t, in trace order (rank, seq); nil when not at hand
-	vSeen    int          // 1 + the largest chunk (< maxChunks) of its compute rows; 0 when none
-	measured StepWindow
-	idle     idleParts
+	step      int64
+	pipeline  int32
+	chunk     int          // the chunk holding its rows
+	size      int          // its rows
+	t         *trace.Trace // the trace (chunk) its rows index; nil when not at hand
+	rows      []int        // row indices into t, in trace order (rank, seq); nil when not at hand
+	vSeen     int          // 1 + the largest chunk (< maxChunks) of its compute rows; 0 when none
+	flops     windowFlops  // FLOPs of its compute rows
+	measuredP int          // the number of stages it was measured with
+	measured  StepWindow
+	idle      idleParts
 	// spanS and spanE are the earliest start and latest end of any row of
 	// the window, every kind included (MaxInt64 and MinInt64 when none).
 	spanS, spanE int64

@@ -96,9 +96,14 @@ func (s *scanTotals) add(t *trace.Trace) {
 }
 
 // newChunkedIndex builds the index of src: one scan of every chunk groups
-// its rows into windows and gathers the totals; then the windows are
-// measured (a second pass). whole is src's one trace when src is a whole
-// trace held in memory (Run), else nil.
+// its rows into windows, gathers the totals and measures the windows. A
+// window's measure depends on the number of stages p of the whole trace,
+// known only at the end: the scan measures with the best guess so far (the
+// metadata's PP, or more stages when rows say so); windows measured with a
+// p that proves wrong are measured again (a second read of their chunks,
+// which a trace whose metadata states its stages, or whose first chunk
+// holds every stage, never needs). whole is src's one trace when src is a
+// whole trace held in memory (Run), else nil.
 func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error) {
 	ix := &index{t: whole, src: src, opt: opt, keepRows: opt.KeepRows}
 	tot := &scanTotals{maxStage: -1, fMBs: map[trace.MicroBatch]bool{}, ranks: map[trace.Rank]bool{},
@@ -110,6 +115,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 	seen := map[key]int{} // window -> chunk
 	ix.chunks = make([]chunkState, src.NumChunks())
 	kept := 0
+	var scratch []measureScratch
 	for c := range ix.chunks {
 		t, err := src.Chunk(c)
 		if err != nil {
@@ -120,6 +126,17 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 		}
 		tot.add(t)
 		ws := groupWindows(t, opt)
+		guess := max(tot.meta.PP, int(tot.maxStage)+1)
+		if n := workers(len(ws)); len(scratch) < n {
+			scratch = make([]measureScratch, n)
+		}
+		forEach(len(ws), func(w, k int) {
+			g := ws[k]
+			g.t = t
+			g.measured, g.idle = measureWindow(t, g, guess, &scratch[w])
+			g.flops, g.vSeen = computeOf(g)
+			g.measuredP = guess
+		})
 		for _, g := range ws {
 			k := key{g.step, g.pipeline}
 			if prev, ok := seen[k]; ok {
@@ -147,7 +164,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 	}
 	ix.tot = tot
 	ix.p = int(tot.maxStage) + 1
-	if err := catchChunkError(ix.measure); err != nil {
+	if err := catchChunkError(ix.remeasure); err != nil {
 		return nil, err
 	}
 	return ix, nil
@@ -175,14 +192,14 @@ func catchChunkError(fn func()) (err error) {
 	return nil
 }
 
-// measure measures every window (step 1 of Run).
-func (ix *index) measure() {
+// remeasure measures again the windows the scan measured with another
+// number of stages than the trace's, and counts the complete windows.
+func (ix *index) remeasure() {
 	scratch := make([]measureScratch, workers(len(ix.windows)))
-	ix.flops = make([]windowFlops, len(ix.windows))
-	ix.forWindows(nil, func(w, k int) {
+	ix.forWindows(func(k int) bool { return ix.windows[k].measuredP != ix.p }, func(w, k int) {
 		g := ix.windows[k]
 		g.measured, g.idle = measureWindow(g.t, g, ix.p, &scratch[w])
-		ix.flops[k], g.vSeen = computeOf(g)
+		g.measuredP = ix.p
 	})
 	for _, g := range ix.windows {
 		if g.measured.Complete && g.measured.EndNs > g.measured.StartNs {

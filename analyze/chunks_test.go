@@ -243,3 +243,34 @@ func (c *changing) Chunk(i int) (*trace.Trace, error) {
 	}
 	return t, err
 }
+
+// TestRunChunksStagesGuess: the index scan measures windows with the
+// stages the metadata states; when the rows say otherwise, the windows are
+// measured again, and the report is still Run's.
+func TestRunChunksStagesGuess(t *testing.T) {
+	for _, pp := range []int{0, 4, 2, 7} { // 4 is right; 2 is corrected by the first chunk's rows
+		tr := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 6, DP: 3, Steps: 2, OptMs: 1, Jitter: 0.1, Seed: 2})
+		tr.Meta.PP = pp
+		want, err := Run(tr, Options{Step: AllSteps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := splitPipelines(tr, [][]int32{{0}, {1}, {2}})
+		got, err := RunChunks(pc, Options{Step: AllSteps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := reportDiff(want, got); d != "" {
+			t.Fatalf("PP %d: reports differ:\n%s", pp, d)
+		}
+		// Scan, three visits; plus the measure again when the guess was
+		// wrong.
+		wantLoads := 3 * 4
+		if pp > 4 {
+			wantLoads += 3
+		}
+		if pc.loads != wantLoads {
+			t.Errorf("PP %d: %d loads, want %d", pp, pc.loads, wantLoads)
+		}
+	}
+}

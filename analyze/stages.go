@@ -14,11 +14,11 @@ func computeFactors(ix *index, rep *Report, sumBusyNs float64) {
 	// FLOPs are summed per window (measure), then over the complete
 	// windows in window order.
 	var flops float64
-	for k, g := range ix.windows {
+	for _, g := range ix.windows {
 		if !g.measured.Complete {
 			continue
 		}
-		f := ix.flops[k]
+		f := g.flops
 		if f.missing {
 			return // unknown for some op: the factor would be a guess
 		}
