@@ -310,11 +310,27 @@ func rankFromName(path string) (trace.Rank, bool) {
 }
 
 // readKineto reads a Kineto trace or a plain Chrome trace from r (already
-// decompressed) into a part.
+// decompressed) into a part. It decodes with the fast scanner of
+// kineto_scan.go, which hands anything unusual to the generic decoder.
 func readKineto(path string, r io.Reader, opt kinetoOpts) (*part, error) {
+	return readKinetoWith(path, r, opt, decodeKinetoFast)
+}
+
+// readKinetoSlow is readKineto on the generic streaming decoder
+// (decodeChrome and visit) alone: the reference the fast path must match
+// row for row, warning for warning and error for error.
+func readKinetoSlow(path string, r io.Reader, opt kinetoOpts) (*part, error) {
+	return readKinetoWith(path, r, opt, func(r io.Reader, s *kinetoState) (chromeHeader, error) {
+		return decodeChrome(r, s.visit)
+	})
+}
+
+// readKinetoWith is readKineto with step 1's decoder given: decode streams
+// r, calling s.visit (or doing what it would do) for every event.
+func readKinetoWith(path string, r io.Reader, opt kinetoOpts, decode func(io.Reader, *kinetoState) (chromeHeader, error)) (*part, error) {
 	s := &kinetoState{opt: opt, gpuNCCL: map[int64]kSpan{}, launches: map[int32][]kLaunch{},
 		tids: map[string]int32{}, unmapped: counter{}, gpuAnnos: map[int64]kSpan{}, procNames: map[string]string{}}
-	h, err := decodeChrome(r, s.visit)
+	h, err := decode(r, s)
 	if err != nil {
 		return nil, err
 	}
