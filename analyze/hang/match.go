@@ -58,16 +58,18 @@ func p2pGroups(t *trace.Trace) bool {
 const maxGroupID = 1<<20 - 1
 
 // side is one rank's end of a channel while matching: its sends to one
-// peer, or its receives from one peer (in one group). Its ops form a list
-// through the partner column, from first to last, in issue order.
+// peer, or its receives from one peer (in one group). Ops of the side that
+// no op of the other side has met yet wait in a queue linked through the
+// partner column, in issue order.
 type side struct {
-	rank, peer  trace.Rank
-	gid         uint32 // 1 + the group's index when channels are per group; 0 otherwise
-	recv        bool
-	next        int32 // per group: the rank's next side with the same peer and direction, -1
-	first, last int32 // rows
-	n           int32
-	ch          int32 // the channel, once joined
+	peer       trace.Rank
+	gid        uint32 // 1 + the group's index when channels are per group; 0 otherwise
+	recv       bool
+	next       int32 // per group: the rank's next side with the same peer and direction, -1
+	head, tail int32 // the queue's rows, -1 when empty
+	n          int32 // ops
+	ch         int32 // its channel
+	other      int32 // the other side of the channel, -1 when it has none (yet)
 }
 
 // pairMismatch is the first pair of a channel showing one mismatch kind,
@@ -82,12 +84,21 @@ type pairMismatch struct {
 // matcher is the scratch state of match.
 type matcher struct {
 	a       *analysis
+	t       *trace.Trace
 	byGroup bool
+	sides   []side
+	chSides [][2]int32 // per channel: its send and receive side, -1 when none
 	// head, per peer and direction (2*peer + 1 for receives): 1 + the
-	// index, among the current rank's sides, of its side toward that peer
-	// (the first of its chain per group); 0 when none. Indexed by rank:
-	// no hashing on the hot path.
+	// index in sides of the current rank's side toward that peer (the
+	// first of its chain per group); 0 when none. Indexed by rank: no
+	// hashing on the hot path.
 	head []int32
+	// A channel opened by a rank toward a higher rank is registered under
+	// that rank: regHead[r] is 1 + the first, regNext chains them.
+	regHead []int32
+	regNext []int32 // per channel
+	matched int
+	bad     []pairMismatch // every pair whose labels differ, count 1 each
 	// Group indices (first-appearance order over the P2P rows), when
 	// channels are per group.
 	groupOf   map[string]uint32
@@ -96,109 +107,217 @@ type matcher struct {
 }
 
 // match pairs the k-th send with the k-th receive of every channel and
-// checks every pair's labels. Linear in the rows, with arrays indexed by
-// rank rather than hash maps:
+// checks every pair's labels, in one pass over the rows in row order
+// (ranks increasing, each in seq order), with arrays indexed by rank
+// rather than hash maps:
 //
-//  1. Per rank (rows are ordered by rank, then seq), one pass over its
-//     kind and peer columns: the side of each P2P op is found by indexing
-//     an array by peer, and the op is linked after the side's previous op
-//     through the partner column (a list per side, in issue order).
-//  2. The sides are joined into channels, rank by rank in row order, so
-//     channels come in the order of their first op: a side toward a lower
-//     rank finds the channel that rank's side opened, registered under
-//     this rank.
-//  3. Per channel, the two lists are walked together: the k-th send meets
-//     the k-th receive, the partner column gets each pair's rows in place
-//     of the links, and each pair's labels are checked. What is left of the
-//     longer list is unmatched.
+//   - The side of each P2P op is found by indexing an array by peer and
+//     direction; a new side opens a channel (channels come in the order
+//     of their first op) or, toward a lower rank, joins the channel that
+//     rank opened, registered under this rank.
+//   - When the other side of the channel has ops waiting (it belongs to a
+//     lower rank, whose rows came first), the op meets the first of them:
+//     the k-th send meets the k-th receive. Both rows get their partner,
+//     and the pair's labels are checked while this rank's rows are in
+//     cache. Otherwise the op waits in its side's queue.
+//   - What waits in a queue at the end is unmatched.
 func (a *analysis) match() {
 	t := a.t
 	a.partner = make([]int32, t.Len())
-	m := &matcher{a: a, byGroup: p2pGroups(t), head: make([]int32, 2*len(a.ranks))}
+	m := &matcher{a: a, t: t, byGroup: p2pGroups(t),
+		head: make([]int32, 2*len(a.ranks)), regHead: make([]int32, len(a.ranks))}
 	if m.byGroup {
 		m.groupOf = map[string]uint32{}
 	}
-	var sides []side
 	for r := range a.ranks {
-		ri := &a.ranks[r]
-		if !ri.present {
-			continue
+		if ri := &a.ranks[r]; ri.present {
+			m.scan(trace.Rank(r), ri.lo, ri.hi)
 		}
-		sides = m.scan(trace.Rank(r), ri.lo, ri.hi, sides)
 	}
-	chSides := m.join(sides)
-	a.pair(sides, chSides, m.walkOrder(sides))
+	m.finish()
 }
 
-// scan links the P2P ops of rank r, rows [lo, hi), into its sides, which
-// it appends to sides in the order of their first op, and sets partner to
-// -1 for every other row.
-func (m *matcher) scan(r trace.Rank, lo, hi int, sides []side) []side {
-	t := m.a.t
-	part := m.a.partner[lo:hi]
+// scan matches the P2P ops of rank r, rows [lo, hi), and sets partner to
+// -1 for its other rows.
+func (m *matcher) scan(r trace.Rank, lo, hi int) {
+	t := m.t
+	base := len(m.sides)
+	// r's sides of the channels lower ranks opened toward it.
+	for c := m.regHead[r] - 1; c >= 0; c = m.regNext[c] {
+		ch := &m.a.chans[c]
+		if ch.dst == r {
+			m.newSide(ch.src, ch.gid, true, c, m.chSides[c][0])
+		} else {
+			m.newSide(ch.dst, ch.gid, false, c, m.chSides[c][1])
+		}
+	}
+	part := m.a.partner
 	peers := t.Peer[lo:hi]
 	kinds := t.Kind[lo:hi]
-	head := m.head
-	base := len(sides)
 	if m.byGroup {
 		groups := t.Group[lo:hi]
 		for j, k := range kinds {
-			part[j] = -1
-			if !k.IsP2P() {
-				continue
+			part[lo+j] = -1
+			if k.IsP2P() {
+				m.add(m.findGrouped(r, peers[j], k, m.gid(groups[j])), int32(lo+j))
 			}
-			sides = m.addGrouped(sides, base, r, peers[j], k, m.gid(groups[j]), int32(lo+j))
 		}
 	} else {
-		for j, k := range kinds {
-			part[j] = -1
-			if !k.IsP2P() {
-				continue
-			}
-			// SEND_F, RECV_F, SEND_B, RECV_B are 4..7: receives are odd.
-			h := int(peers[j])<<1 | int(k&1)
-			row := int32(lo + j)
-			if s := head[h]; s > 0 {
-				sd := &sides[base+int(s)-1]
-				m.a.partner[sd.last] = row
-				sd.last = row
-				sd.n++
-				continue
-			}
-			sides = append(sides, side{rank: r, peer: peers[j], recv: k&1 != 0, next: -1, first: row, last: row, n: 1})
-			head[h] = int32(len(sides) - base)
-		}
+		m.scanFast(lo, peers, kinds)
 	}
-	for _, sd := range sides[base:] {
-		head[int(sd.peer)<<1|b2i(sd.recv)] = 0
+	for _, sd := range m.sides[base:] {
+		m.head[int(sd.peer)<<1|b2i(sd.recv)] = 0
 	}
-	return sides
 }
 
-// addGrouped is scan's step for one P2P op at row when channels are per
-// group: the side is found along the chain of the rank's sides toward the
-// peer in that direction.
-func (m *matcher) addGrouped(sides []side, base int, r, peer trace.Rank, k trace.Kind, gid uint32, row int32) []side {
-	h := int(peer)<<1 | int(k&1)
-	prev := int32(-1)
-	for s := m.head[h] - 1; s >= 0; s = sides[base+int(s)].next {
-		sd := &sides[base+int(s)]
-		if sd.gid == gid {
-			m.a.partner[sd.last] = row
-			sd.last = row
-			sd.n++
-			return sides
+// scanFast is scan's loop when channels are not per group: add and check
+// written out, on locals, for the hot path.
+func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind) {
+	t := m.t
+	r := t.Rank[lo]
+	part, head, sides := m.a.partner, m.head, m.sides
+	step, mb, kind, bytes, shape, dtype := t.Step, t.MicroBatch, t.Kind, t.Bytes, t.Shape, t.Dtype
+	matched := 0
+	peers = peers[:len(kinds)]
+	for j, k := range kinds {
+		row := int32(lo + j)
+		// SEND_F, RECV_F, SEND_B, RECV_B are 4..7: receives are odd.
+		if uint16(k)-uint16(trace.SendF) >= 4 {
+			part[row] = -1
+			continue
 		}
-		prev = s
+		p := peers[j]
+		s := head[int(p)<<1|int(k&1)] - 1
+		if s < 0 {
+			s = m.open(r, p, 0, k&1 != 0)
+			sides = m.sides
+		}
+		sd := &sides[s]
+		sd.n++
+		if o := sd.other; o >= 0 {
+			if od := &sides[o]; od.head >= 0 {
+				// Meet the first op waiting on the other side.
+				q := od.head
+				od.head = part[q]
+				part[q], part[row] = row, q
+				matched++
+				sr, rr := row, q
+				if k&1 != 0 {
+					sr, rr = q, row
+				}
+				// The common case, a pair that agrees on everything, without
+				// a call (sr is a send: its counterpart is the kind one above).
+				if step[sr] != step[rr] || mb[sr] != mb[rr] || kind[sr]^1 != kind[rr] ||
+					bytes[sr] != bytes[rr] || shape[sr] != shape[rr] || dtype[sr] != dtype[rr] {
+					m.check(sd.ch, sr, rr)
+				}
+				continue
+			}
+		}
+		part[row] = -1
+		if sd.tail >= 0 {
+			part[sd.tail] = row
+		} else {
+			sd.head = row
+		}
+		sd.tail = row
 	}
-	sides = append(sides, side{rank: r, peer: peer, gid: gid, recv: k&1 != 0, next: -1, first: row, last: row, n: 1})
-	s := int32(len(sides) - base - 1)
-	if prev < 0 {
+	m.matched += matched
+}
+
+// newSide appends a side of the current rank toward peer on channel c,
+// whose other side is o (-1: none), indexes it in head, and returns it.
+func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c, o int32) int32 {
+	s := int32(len(m.sides))
+	m.sides = append(m.sides, side{peer: peer, gid: gid, recv: recv, next: -1, head: -1, tail: -1, ch: c, other: o})
+	if o >= 0 {
+		m.sides[o].other = s
+	}
+	m.chSides[c][b2i(recv)] = s
+	h := int(peer)<<1 | b2i(recv)
+	if m.head[h] == 0 {
 		m.head[h] = s + 1
-	} else {
-		sides[base+int(prev)].next = s
+	} else { // another group toward the same peer: chain it
+		x := m.head[h] - 1
+		for m.sides[x].next >= 0 {
+			x = m.sides[x].next
+		}
+		m.sides[x].next = s
 	}
-	return sides
+	return s
+}
+
+// open makes a new channel for rank r's first op toward peer (a receive
+// when recv) in group gid, and returns r's side of it. A channel toward a
+// higher rank is registered under it.
+func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool) int32 {
+	a := m.a
+	c := int32(len(a.chans))
+	ch := channel{src: r, dst: peer, gid: gid}
+	if recv {
+		ch.src, ch.dst = peer, r
+	}
+	a.chans = append(a.chans, ch)
+	m.chSides = append(m.chSides, [2]int32{-1, -1})
+	m.regNext = append(m.regNext, -1)
+	if peer > r {
+		m.regNext[c] = m.regHead[peer] - 1
+		m.regHead[peer] = c + 1
+	}
+	return m.newSide(peer, gid, recv, c, -1)
+}
+
+// findGrouped returns rank r's side toward peer in direction k and group
+// gid, opening a channel when there is none.
+func (m *matcher) findGrouped(r, peer trace.Rank, k trace.Kind, gid uint32) int32 {
+	for s := m.head[int(peer)<<1|int(k&1)] - 1; s >= 0; s = m.sides[s].next {
+		if m.sides[s].gid == gid {
+			return s
+		}
+	}
+	return m.open(r, peer, gid, k&1 != 0)
+}
+
+// add is one op, at row, of side s: it meets the first op waiting on the
+// other side, or waits itself.
+func (m *matcher) add(s, row int32) {
+	sd := &m.sides[s]
+	sd.n++
+	if o := sd.other; o >= 0 {
+		od := &m.sides[o]
+		if q := od.head; q >= 0 {
+			part := m.a.partner
+			od.head = part[q]
+			part[q], part[row] = row, q
+			m.matched++
+			if sd.recv {
+				m.check(sd.ch, q, row)
+			} else {
+				m.check(sd.ch, row, q)
+			}
+			return
+		}
+	}
+	if sd.tail >= 0 {
+		m.a.partner[sd.tail] = row
+	} else {
+		sd.head = row
+	}
+	sd.tail = row
+}
+
+// check notes the matched pair (s, r) of channel c when its labels differ.
+func (m *matcher) check(c, s, r int32) {
+	t := m.t
+	// The common case, a pair that agrees on everything, without a call
+	// (s is a send: its counterpart is the kind one above it).
+	if t.Step[s] == t.Step[r] && t.MicroBatch[s] == t.MicroBatch[r] && t.Kind[s]^1 == t.Kind[r] &&
+		t.Bytes[s] == t.Bytes[r] && t.Shape[s] == t.Shape[r] && t.Dtype[s] == t.Dtype[r] {
+		return
+	}
+	if mk, ok := m.a.pairKind(int(s), int(r)); ok {
+		m.bad = append(m.bad, pairMismatch{kind: mk, ch: c, send: s, recv: r, count: 1})
+	}
 }
 
 // gid returns 1 + the index of group g among the groups of the P2P rows in
@@ -222,166 +341,47 @@ func b2i(b bool) int {
 	return 0
 }
 
-// join makes the channels of sides (grouped by rank, ranks increasing,
-// each rank's in the order of their first op) in the order of their first
-// op, and returns each channel's send and receive side (-1 when none).
-func (m *matcher) join(sides []side) [][2]int32 {
+// finish fills each channel's op counts and unmatched rows (what waits in
+// a queue), and the first mismatched pair of each kind per channel.
+func (m *matcher) finish() {
 	a := m.a
-	// A channel a rank opened toward a higher rank is registered under that
-	// rank: regHead[r] is 1 + the first, regNext chains them. While rank r
-	// is joined, head indexes its registered channels by (peer, r's
-	// direction), idxNext chaining those of several groups.
-	regHead := make([]int32, len(a.ranks))
-	var regNext, idxNext []int32 // per channel
-	var chSides [][2]int32
-	head := m.head
-	key := func(c int32, r trace.Rank) int {
-		if ch := &a.chans[c]; ch.dst == r {
-			return int(ch.src)<<1 | 1 // r receives from src
-		} else {
-			return int(ch.dst) << 1
-		}
-	}
-	for lo := 0; lo < len(sides); {
-		r := sides[lo].rank
-		hi := lo
-		for hi < len(sides) && sides[hi].rank == r {
-			hi++
-		}
-		for c := regHead[r] - 1; c >= 0; c = regNext[c] {
-			h := key(c, r)
-			idxNext[c] = head[h] - 1
-			head[h] = c + 1
-		}
-		for i := lo; i < hi; i++ {
-			sd := &sides[i]
-			c := int32(-1)
-			if sd.peer < r {
-				for x := head[int(sd.peer)<<1|b2i(sd.recv)] - 1; x >= 0; x = idxNext[x] {
-					if a.chans[x].gid == sd.gid {
-						c = x
-						break
-					}
-				}
-			}
-			if c < 0 {
-				c = int32(len(a.chans))
-				ch := channel{src: r, dst: sd.peer, gid: sd.gid}
-				if sd.recv {
-					ch.src, ch.dst = sd.peer, r
-				}
-				a.chans = append(a.chans, ch)
-				chSides = append(chSides, [2]int32{-1, -1})
-				regNext = append(regNext, -1)
-				idxNext = append(idxNext, -1)
-				if sd.peer > r {
-					regNext[c] = regHead[sd.peer] - 1
-					regHead[sd.peer] = c + 1
-				}
-			}
-			sd.ch = c
-			chSides[c][b2i(sd.recv)] = int32(i)
-		}
-		for c := regHead[r] - 1; c >= 0; c = regNext[c] {
-			head[key(c, r)] = 0
-		}
-		lo = hi
-	}
-	return chSides
-}
-
-// walkOrder returns the channels in the order pair walks them: depth
-// first along the rank graph (from a rank to its peers, their peers...),
-// so that consecutive channels share a rank and the rows of each rank are
-// read while they are in cache. In a pipeline this goes down each
-// pipeline stage by stage, rather than a rank and a peer far from it in
-// rank order.
-func (m *matcher) walkOrder(sides []side) []int32 {
-	a := m.a
-	firstSide := make([]int32, len(a.ranks)) // 1 + the rank's first side; 0 when none
-	for i := len(sides) - 1; i >= 0; i-- {
-		firstSide[sides[i].rank] = int32(i) + 1
-	}
-	order := make([]int32, 0, len(a.chans))
-	done := make([]bool, len(a.chans))
-	seen := make([]bool, len(a.ranks))
-	var stack []trace.Rank
-	for r0 := range a.ranks {
-		if seen[r0] || firstSide[r0] == 0 {
-			continue
-		}
-		seen[r0] = true
-		stack = append(stack[:0], trace.Rank(r0))
-		for len(stack) > 0 {
-			r := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			for i := firstSide[r] - 1; i >= 0 && int(i) < len(sides) && sides[i].rank == r; i++ {
-				sd := &sides[i]
-				if !done[sd.ch] {
-					done[sd.ch] = true
-					order = append(order, sd.ch)
-				}
-				if p := sd.peer; !seen[p] {
-					seen[p] = true
-					stack = append(stack, p)
-				}
-			}
-		}
-	}
-	return order
-}
-
-// pair walks the send and receive lists of every channel together: the
-// k-th send meets the k-th receive. It sets partner for both, counts the
-// matched pairs, keeps per channel the first pair of each mismatch kind,
-// and the rows left over on the longer side.
-func (a *analysis) pair(sides []side, chSides [][2]int32, order []int32) {
-	t := a.t
 	part := a.partner
-	step, mb, kind := t.Step, t.MicroBatch, t.Kind
-	shape, dtype, bytes := t.Shape, t.Dtype, t.Bytes
+	a.rep.Matched += m.matched
 	var extra []int32
-	for _, ci := range order {
-		ch := &a.chans[ci]
-		s, r := int32(-1), int32(-1)
-		if x := chSides[ci][0]; x >= 0 {
-			ch.sends, s = sides[x].n, sides[x].first
-		}
-		if x := chSides[ci][1]; x >= 0 {
-			ch.recvs, r = sides[x].n, sides[x].first
-		}
-		n := min(ch.sends, ch.recvs)
-		a.rep.Matched += int(n)
-		first := len(a.pairMM)
-		for k := int32(0); k < n; k++ {
-			ns, nr := part[s], part[r]
-			part[s], part[r] = r, s
-			// The common case, a pair that agrees on everything, without a
-			// call (s is a send, so its counterpart kind is r's when they
-			// differ in the low bit only).
-			if step[s] != step[r] || mb[s] != mb[r] || kind[s]^1 != kind[r] ||
-				shape[s] != shape[r] || dtype[s] != dtype[r] || bytes[s] != bytes[r] {
-				if mk, ok := a.pairKind(int(s), int(r)); ok {
-					a.notePair(first, mk, ci, s, r)
-				}
+	for c := range a.chans {
+		ch := &a.chans[c]
+		for dir, s := range m.chSides[c] {
+			if s < 0 {
+				continue
 			}
-			s, r = ns, nr
-		}
-		rest := s
-		if ch.recvs > ch.sends {
-			rest = r
-		}
-		if rest >= 0 {
+			sd := &m.sides[s]
+			if dir == 0 {
+				ch.sends = sd.n
+			} else {
+				ch.recvs = sd.n
+			}
+			if sd.head < 0 {
+				continue
+			}
 			lo := len(extra)
-			for x := rest; x >= 0; {
+			for x := sd.head; x >= 0; {
 				extra = append(extra, x)
 				x, part[x] = part[x], -1
 			}
 			ch.extra = extra[lo:len(extra):len(extra)]
 		}
 	}
-	// In channel order, each channel's in the order of their first pair.
-	slices.SortStableFunc(a.pairMM, func(x, y pairMismatch) int { return cmp.Compare(x.ch, y.ch) })
+	// Pairs are checked in the row order of their later op: per channel,
+	// in pair order. Keep per channel the first pair of each kind, counting
+	// the others.
+	slices.SortStableFunc(m.bad, func(x, y pairMismatch) int { return cmp.Compare(x.ch, y.ch) })
+	first := 0
+	for i, b := range m.bad {
+		if i > 0 && b.ch != m.bad[i-1].ch {
+			first = len(a.pairMM)
+		}
+		a.notePair(first, b.kind, b.ch, b.send, b.recv)
+	}
 }
 
 // notePair counts a mismatch of kind mk at pair (s, r) of channel ci, whose
