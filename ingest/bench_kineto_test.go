@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ppprof/ppprof/trace"
 )
 
 // writeLargeKineto writes a synthetic Kineto trace of about size bytes to
@@ -89,6 +91,28 @@ func writeLargeKineto(tb testing.TB, path string, size int64) int {
 // read (sampled every millisecond): the decode streams, so the peak stays
 // far below the file size. Only run with -bench.
 func BenchmarkKinetoLarge(b *testing.B) {
+	benchKinetoLarge(b, ReadFile)
+}
+
+// BenchmarkKinetoLargeSlow is BenchmarkKinetoLarge on the generic decoder
+// the fast path replaced (readKinetoSlow), for the ratio of the two in one
+// run.
+func BenchmarkKinetoLargeSlow(b *testing.B) {
+	benchKinetoLarge(b, func(path string) (*trace.Trace, FileInfo, []Warning, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, FileInfo{}, nil, err
+		}
+		defer f.Close()
+		p, err := readKinetoSlow(path, f, kinetoOpts{mapper: newMapper(nil), kineto: true})
+		if err != nil {
+			return nil, FileInfo{}, nil, err
+		}
+		return finishOne(p)
+	})
+}
+
+func benchKinetoLarge(b *testing.B, read func(string) (*trace.Trace, FileInfo, []Warning, error)) {
 	mb := int64(1024)
 	if s := os.Getenv("PPPROF_BENCH_MB"); s != "" {
 		if v, err := strconv.ParseInt(s, 10, 64); err == nil && v > 0 {
@@ -125,7 +149,7 @@ func BenchmarkKinetoLarge(b *testing.B) {
 				}
 			}
 		}()
-		tr, _, _, err := ReadFile(path)
+		tr, _, _, err := read(path)
 		close(done)
 		if err != nil {
 			b.Fatal(err)
