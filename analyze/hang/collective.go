@@ -147,12 +147,14 @@ func (a *analysis) matchCollectives() {
 	}
 	var positional []bool
 	found := false
-	for i := 0; i < t.Len(); i++ {
+	for i, k := range t.Kind {
+		if !k.IsCollective() && !k.IsP2P() {
+			continue
+		}
 		g := t.Group[i]
 		if g == "" {
 			continue
 		}
-		k := t.Kind[i]
 		switch {
 		case k.IsCollective():
 			id := intern(g)

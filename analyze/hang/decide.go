@@ -113,6 +113,13 @@ func (a *analysis) decide() {
 func (a *analysis) fillRanks() {
 	t, rep := a.t, a.rep
 	rep.Ranks = make([]RankState, len(a.ranks))
+	pending := 0
+	for r := range a.ranks {
+		pending += a.ranks[r].pending
+	}
+	if pending > 0 {
+		rep.Blocked = make([]Blocked, 0, pending)
+	}
 	for r := range a.ranks {
 		ri := &a.ranks[r]
 		rs := RankState{Rank: trace.Rank(r), Stage: ri.stage, Pipeline: ri.pipe, TPRank: ri.tp, State: ri.state,
@@ -140,10 +147,11 @@ func (a *analysis) fillRanks() {
 		}
 		rep.Ranks[r] = rs
 		rep.States[ri.state]++
-		for i := ri.lo; i < ri.hi && ri.pending > 0; i++ {
+		for i, left := ri.lo, ri.pending; i < ri.hi && left > 0; i++ {
 			if t.EndNs[i] != trace.NoTime {
 				continue
 			}
+			left--
 			b := Blocked{Op: t.At(i), WaitNs: max(rep.DumpNs-t.IssueNs[i], 0)}
 			if p := a.partner[i]; p >= 0 {
 				b.Partner = a.event(int(p))

@@ -490,11 +490,13 @@ func (a *analysis) markLost() {
 			}
 		}
 	}
-	done := int64(-1) // highest step whose optimizer barrier completed somewhere
+	// The highest step whose optimizer barrier completed somewhere, and the
+	// first rank (in row order: by rank) that completed it.
+	done := int64(-1)
 	doneRank := trace.NoRank
-	for i := 0; i < t.Len(); i++ {
-		if isOpt(t.Kind[i]) && t.EndNs[i] != trace.NoTime && t.Step[i] > done {
-			done, doneRank = t.Step[i], t.Rank[i]
+	for r := range a.ranks {
+		if d := a.ranks[r].optDone; d > done {
+			done, doneRank = d, trace.Rank(r)
 		}
 	}
 	if done < 0 {

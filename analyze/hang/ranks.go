@@ -61,6 +61,7 @@ type rankInfo struct {
 	maxIssue    int64 // latest issue time: its last sign of life
 	maxStep     int64 // highest step of its rows, -1
 	lastOptStep int64 // highest step of its OPT/OPT_SKIP rows, -1
+	optDone     int64 // highest step of its OPT/OPT_SKIP rows that completed, -1
 	state       State
 
 	truncated bool
@@ -121,7 +122,7 @@ func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
 	a.ranks = make([]rankInfo, n)
 	for r := range a.ranks {
 		ri := &a.ranks[r]
-		ri.lastDone, ri.block, ri.maxStep, ri.lastOptStep, ri.waitsFor = -1, -1, -1, -1, -1
+		ri.lastDone, ri.block, ri.maxStep, ri.lastOptStep, ri.optDone, ri.waitsFor = -1, -1, -1, -1, -1, -1
 		ri.stage, ri.pipe, ri.tp = a.layout(trace.Rank(r))
 	}
 	for _, f := range opt.Files {
@@ -178,10 +179,14 @@ func (a *analysis) scanRanks() {
 			k := t.Kind[hi]
 			ri.maxIssue = max(ri.maxIssue, t.IssueNs[hi])
 			ri.maxStep = max(ri.maxStep, t.Step[hi])
+			end := t.EndNs[hi]
 			if isOpt(k) {
 				ri.lastOptStep = max(ri.lastOptStep, t.Step[hi])
+				if end != trace.NoTime {
+					ri.optDone = max(ri.optDone, t.Step[hi])
+				}
 			}
-			if t.EndNs[hi] != trace.NoTime {
+			if end != trace.NoTime {
 				ri.lastDone = hi
 				continue
 			}
