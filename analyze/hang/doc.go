@@ -15,6 +15,11 @@
 // each rank's own ops, so a send and its receive carry different ones.
 // Each matched pair is then checked label by label: step, micro-batch,
 // kind (SEND_F with RECV_F, SEND_B with RECV_B), shape, dtype, bytes.
+// Matching is one pass over the rows in (rank, seq) order: each op finds
+// its channel by indexing arrays by peer rank (no hash maps) and meets the
+// first op waiting on the channel's other side, which a lower rank posted,
+// or waits for one; the pair's labels are checked while the later op's
+// rows are in cache.
 //
 // # Collectives
 //
