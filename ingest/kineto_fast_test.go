@@ -454,5 +454,10 @@ func FuzzKinetoFastMatchesSlow(f *testing.F) {
 	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","ts":1.5,"pid":1,"tid":2,"args":{"correlation":5}},{"ph":"X","cat":"kernel","name":"nccl","ts":2,"dur":1,"args":{"correlation":5,"External id":1}}],"distributedInfo":{"rank":1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		kfSame(t, "input", data, nil)
+		// Again with a tiny buffer that every event slides or grows, the
+		// data arriving in small reads.
+		defer func(n int) { kfBufSize = n }(kfBufSize)
+		kfBufSize = 8
+		kfSame(t, "input, small buffer", data, iotest.HalfReader)
 	})
 }

@@ -40,7 +40,8 @@ import (
 //     count of bytes scanned inside values equal the real ones, so that the
 //     byte offsets its syntax errors report are the original's too.
 
-// kfBufSize is the read buffer's starting size (a variable for tests).
+// kfBufSize is the read buffer's size, reached by doubling from 64 KiB; it
+// grows past it only to hold a value longer (a variable for tests).
 var kfBufSize = 1 << 20
 
 const (
@@ -109,7 +110,7 @@ type kfReader struct {
 
 // decodeKinetoFast is decodeChrome(r, s.visit), fast.
 func decodeKinetoFast(r io.Reader, s *kinetoState) (chromeHeader, error) {
-	k := &kfReader{s: s, r: r, buf: make([]byte, 0, kfBufSize), names: map[string]string{}}
+	k := &kfReader{s: s, r: r, buf: make([]byte, 0, min(kfBufSize, 64<<10)), names: map[string]string{}}
 	if k.run() {
 		return k.h, nil
 	}
@@ -130,7 +131,9 @@ func (k *kfReader) fill(keep int, pos *int) bool {
 		*pos -= keep
 		k.cp -= keep
 	}
-	if len(k.buf) == cap(k.buf) {
+	if len(k.buf) == cap(k.buf) || cap(k.buf) < kfBufSize {
+		// Full, or still short of its size (it starts small for small
+		// inputs).
 		nb := make([]byte, len(k.buf), 2*cap(k.buf))
 		copy(nb, k.buf)
 		k.buf = nb
