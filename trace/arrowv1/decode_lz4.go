@@ -3,8 +3,6 @@ package arrowv1
 import (
 	"encoding/binary"
 	"math/bits"
-
-	"github.com/pierrec/lz4/v4"
 )
 
 // LZ4 frames as arrow-go writes them into IPC buffers (pierrec/lz4 with
@@ -81,8 +79,8 @@ func lz4Frame(src, dst []byte) bool {
 			out += copy(dst[out:], block)
 			continue
 		}
-		n, err := lz4.UncompressBlock(block, dst[out:])
-		if err != nil || n > maxBlock {
+		n, ok := lz4Block(block, dst[out:])
+		if !ok || n > maxBlock {
 			return false
 		}
 		out += n
@@ -114,4 +112,98 @@ func xxh32Short(b []byte) uint32 {
 	h *= prime3
 	h ^= h >> 16
 	return h
+}
+
+// lz4Block decodes the LZ4 block src into dst and returns the bytes
+// written; ok is false for a malformed block or one that does not fit dst.
+//
+// It is what pierrec/lz4's UncompressBlock does, written for trace columns:
+// their matches are mostly long runs at a short distance (a rank or stage
+// repeated row after row, 4 or 8 bytes apart), which a byte-at-a-time
+// overlapping copy (pierrec's amd64 assembly) decodes at a fraction of
+// memory speed. Here an overlapping match is copied by doubling: the
+// period is copied once, then the copied part is copied after itself, so a
+// run of n bytes takes log2(n/offset) memmoves. FuzzLZ4Block checks it
+// against pierrec's decoder.
+func lz4Block(src, dst []byte) (n int, ok bool) {
+	if len(src) == 0 {
+		return 0, true // as pierrec: an empty block decodes to nothing
+	}
+	si, di := 0, 0
+	for {
+		if si == len(src) { // after a match: pierrec takes that as the end
+			return di, true
+		}
+		tok := int(src[si])
+		si++
+		// Literals.
+		lit := tok >> 4
+		if lit == 15 {
+			for {
+				if si >= len(src) {
+					return 0, false
+				}
+				x := int(src[si])
+				si++
+				lit += x
+				if x != 255 {
+					break
+				}
+				if lit > len(src) {
+					return 0, false
+				}
+			}
+		}
+		if lit > len(src)-si || lit > len(dst)-di {
+			return 0, false
+		}
+		copy(dst[di:di+lit], src[si:si+lit])
+		si += lit
+		di += lit
+		// The last sequence has literals only.
+		if si == len(src) && tok&15 == 0 {
+			return di, true
+		}
+		if len(src)-si < 2 {
+			return 0, false
+		}
+		off := int(binary.LittleEndian.Uint16(src[si:]))
+		si += 2
+		if off == 0 || off > di {
+			return 0, false
+		}
+		ml := tok & 15
+		if ml == 15 {
+			for {
+				if si >= len(src) {
+					return 0, false
+				}
+				x := int(src[si])
+				si++
+				ml += x
+				if x != 255 {
+					break
+				}
+				if ml > len(dst) {
+					return 0, false
+				}
+			}
+		}
+		ml += 4
+		if ml > len(dst)-di {
+			return 0, false
+		}
+		from := di - off
+		if ml <= off {
+			copy(dst[di:di+ml], dst[from:from+ml])
+		} else {
+			// dst[from:] is periodic with period off from here on: copy
+			// what is written so far after itself until ml bytes are.
+			done := copy(dst[di:di+off], dst[from:di])
+			for done < ml {
+				done += copy(dst[di+done:di+ml], dst[di:di+done])
+			}
+		}
+		di += ml
+	}
 }
