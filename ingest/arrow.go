@@ -21,6 +21,7 @@ func sniffArrow(prefix []byte) Format {
 // arrowRead is what readArrow got from an Arrow file or stream.
 type arrowRead struct {
 	trace     *trace.Trace
+	rows      int64 // rows of the whole input (more than trace holds after a head read)
 	batches   int
 	truncated bool
 	bytesLost int64
@@ -36,17 +37,29 @@ type arrowRead struct {
 // A panic in the decoder is turned into an error, so that one corrupt rank
 // file cannot bring the command down; the fuzz test fails on such errors so
 // that the decoder gets fixed.
-func readArrow(data []byte) (ar arrowRead, err error) {
+//
+// With head set only the first record batch is decoded (arrowv1.ReadHead):
+// trace holds its rows, rows counts the input's.
+func readArrow(data []byte, head bool) (ar arrowRead, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ar, err = arrowRead{}, fmt.Errorf("corrupt Arrow data: decoder panicked: %v", p)
 		}
 	}()
-	res, err := arrowv1.Read(data)
+	var res *arrowv1.Result
+	var rows int64
+	if head {
+		res, rows, err = arrowv1.ReadHead(data)
+	} else {
+		res, err = arrowv1.Read(data)
+		if res != nil {
+			rows = int64(res.Trace.Len())
+		}
+	}
 	if err != nil {
 		return ar, err
 	}
-	ar = arrowRead{trace: res.Trace, batches: res.Batches, truncated: res.Truncated}
+	ar = arrowRead{trace: res.Trace, rows: rows, batches: res.Batches, truncated: res.Truncated}
 	if !res.Truncated {
 		return ar, nil
 	}
@@ -54,7 +67,7 @@ func readArrow(data []byte) (ar arrowRead, err error) {
 	if res.Format == arrowv1.FormatFile {
 		what = "file"
 	}
-	events := plural(res.Trace.Len(), "event")
+	events := plural(int(rows), "event")
 	lost := res.BytesTotal - res.BytesUsed
 	if lost <= 0 {
 		ar.warning = fmt.Sprintf("%s not closed: the writer did not finish; kept all %s (%s)", what, plural(res.Batches, "batch"), events)

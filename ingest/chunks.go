@@ -27,6 +27,7 @@ type Chunks struct {
 
 	meta   trace.Meta // the whole job's metadata (every file's, merged)
 	paths  []string   // of Files
+	pipes  [][]int32  // of Files: their pipelines, increasing
 	groups [][]int    // per chunk: indices into Files, increasing
 	rows   []int      // per chunk
 	opt    readOpts
@@ -35,7 +36,12 @@ type Chunks struct {
 // OpenChunks reads every trace named by paths once, as Open does (the same
 // expansion of directories and patterns, the same checks and errors, the
 // same warnings), but keeps only what each file holds: its ranks, its
-// pipeline replicas, its row count and its metadata. Files that share a
+// pipeline replicas, its row count and its metadata. Of an Arrow file it
+// decodes only the first and last record batches (arrowv1.ReadHead) and
+// counts the rest from the batch headers: when both hold one and the same
+// rank (a rank file, or a file sorted by rank holding one), the rest is
+// decoded, validated and checked to hold no other rank or replica when its
+// chunk is read; otherwise the file is read whole now. Files that share a
 // pipeline replica are put in the same chunk, and chunks are filled with
 // whole groups of such files, in file order, up to maxRows rows each (a
 // group larger than maxRows is a chunk of its own; maxRows <= 0 puts every
@@ -57,6 +63,7 @@ func OpenChunks(paths []string, maxRows int, opt Options) (*Chunks, error) {
 		return nil, err
 	}
 	c := &Chunks{opt: readOpts{rules: opt.Rules}}
+	headOpt := readOpts{rules: opt.Rules, head: true}
 	emit := func(ws []Warning) {
 		for _, w := range ws {
 			c.Warnings = append(c.Warnings, w)
@@ -70,7 +77,7 @@ func OpenChunks(paths []string, maxRows int, opt Options) (*Chunks, error) {
 	var pipes [][]int32 // per file: its pipelines, increasing
 	prog := newProgressReporter(opt.Progress, inputs)
 	k := 0
-	err = readAll(inputs, c.opt, func(in input, r readResult) error {
+	err = readAll(inputs, headOpt, func(in input, r readResult) error {
 		prog.read(k)
 		k++
 		if r.err != nil || r.skipped {
@@ -78,6 +85,15 @@ func OpenChunks(paths []string, maxRows int, opt Options) (*Chunks, error) {
 			return r.err
 		}
 		p := r.p
+		if p.headOnly && (p.t.Len() == 0 && p.fileRows > 0 || len(p.t.Ranks()) > 1) {
+			// Empty batches say nothing, and a file of several ranks may
+			// hold others between: read it whole.
+			if r = readInput(in, c.opt); r.err != nil {
+				emit(r.warns)
+				return r.err
+			}
+			p = r.p
+		}
 		if p.external || p.fr != nil || len(p.pending) > 0 || p.comms != nil {
 			return &FileError{Path: p.info.Path, Err: fmt.Errorf("%s: %w", p.info.Format, ErrNotChunkable)}
 		}
@@ -87,6 +103,9 @@ func OpenChunks(paths []string, maxRows int, opt Options) (*Chunks, error) {
 			return &FileError{Path: p.info.Path, Err: err}
 		}
 		describe(p)
+		if p.headOnly {
+			p.info.Events = int(p.fileRows)
+		}
 		emit(p.warns)
 		if in.source >= 0 {
 			found[in.source]++
@@ -95,7 +114,7 @@ func OpenChunks(paths []string, maxRows int, opt Options) (*Chunks, error) {
 		c.paths = append(c.paths, in.path)
 		heads = append(heads, &trace.Trace{Meta: p.t.Meta})
 		pipes = append(pipes, pipelinesOf(p.t))
-		c.Events += p.t.Len()
+		c.Events += p.info.Events
 		return nil
 	})
 	if err != nil {
@@ -124,6 +143,7 @@ func OpenChunks(paths []string, maxRows int, opt Options) (*Chunks, error) {
 		return nil, fmt.Errorf("merging the metadata of %d files: %w", len(heads), err)
 	}
 	c.meta = merged.Meta
+	c.pipes = pipes
 	if c.Events == 0 {
 		return nil, fmt.Errorf("no events in %s", plural(len(c.Files), "file"))
 	}
@@ -248,6 +268,9 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 		if t.Len() != c.Files[fi].Events {
 			return &FileError{Path: in.path, Err: fmt.Errorf("changed since it was first read: %d events, then %d", c.Files[fi].Events, t.Len())}
 		}
+		if !slices.Equal(t.Ranks(), c.Files[fi].Ranks) || !subset(pipelinesOf(t), c.pipes[fi]) {
+			return &FileError{Path: in.path, Err: fmt.Errorf("holds ranks or pipeline replicas its first and last record batches do not show, so it cannot be read a few replicas at a time: use --stream never")}
+		}
 		parts = append(parts, t)
 		return nil
 	})
@@ -330,4 +353,14 @@ func countFile(path string) (int64, bool) {
 		return guess, false
 	}
 	return n, true
+}
+
+// subset reports whether every element of a is in b (both increasing).
+func subset(a, b []int32) bool {
+	for _, x := range a {
+		if _, ok := slices.BinarySearch(b, x); !ok {
+			return false
+		}
+	}
+	return true
 }

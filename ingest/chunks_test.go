@@ -187,3 +187,51 @@ func TestCountRows(t *testing.T) {
 		t.Error("missing path: no error")
 	}
 }
+
+// TestOpenChunksHead: OpenChunks decodes a rank file's first and last
+// batches only; a file of several ranks sorted by rank is read whole; a
+// file that hides another rank between its first and last batches is
+// refused, naming it, when its chunk is read.
+func TestOpenChunksHead(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, DP: 2, Steps: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// All ranks in one file, sorted, small batches (what convert writes).
+	dir := t.TempDir()
+	var b bytes.Buffer
+	if err := arrowv1.WriteStream(&b, tr, arrowv1.Options{BatchRows: 16}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "all.arrows", b.Bytes())
+	c, err := OpenChunks([]string{dir}, 0, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Files[0].Ranks; len(got) != len(tr.Ranks()) {
+		t.Errorf("ranks %v, want %v", got, tr.Ranks())
+	}
+	ch, err := c.Chunk(0)
+	if err != nil || ch.Len() != tr.Len() {
+		t.Fatalf("chunk: %v, %d rows of %d", err, ch.Len(), tr.Len())
+	}
+
+	// Rank 0, then rank 1, then rank 0 again, one batch each.
+	r0, r1 := rankSlice(tr, 0), rankSlice(tr, 1)
+	odd := &trace.Trace{Meta: tr.Meta}
+	odd.AppendRows(r0, 0, 16)
+	odd.AppendRows(r1, 0, 16)
+	odd.AppendRows(r0, 16, 32)
+	b.Reset()
+	if err := arrowv1.WriteStream(&b, odd, arrowv1.Options{BatchRows: 16}); err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	writeFile(t, dir, "odd.arrows", b.Bytes())
+	if c, err = OpenChunks([]string{dir}, 0, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Chunk(0); err == nil || !strings.Contains(err.Error(), "odd.arrows") || !strings.Contains(err.Error(), "--stream never") {
+		t.Errorf("a rank hidden between batches: %v", err)
+	}
+}

@@ -53,6 +53,9 @@ func ReadFile(path string) (*trace.Trace, FileInfo, []Warning, error) {
 // readOpts is what reading one file needs from Options.
 type readOpts struct {
 	rules []Rule
+	// head: decode only the first record batch of Arrow input (the
+	// part's headRows says how many rows the file holds).
+	head bool
 }
 
 func readFileOpts(path string, opt readOpts) (*trace.Trace, FileInfo, []Warning, error) {
@@ -263,9 +266,10 @@ func readData(path string, data []byte, opt readOpts) (*part, error) {
 	switch f := p.info.Format; f {
 	case FormatArrowFile, FormatArrowStream:
 		var ar arrowRead
-		ar, err = readArrow(data)
+		ar, err = readArrow(data, opt.head)
 		if err == nil {
 			t = ar.trace
+			p.headOnly, p.fileRows = opt.head, ar.rows
 			p.info.Batches = ar.batches
 			p.info.Truncated = ar.truncated
 			p.info.BytesLost = ar.bytesLost

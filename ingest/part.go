@@ -22,6 +22,11 @@ type part struct {
 	// aligned against the others. Collector formats are never shifted.
 	external bool
 	fr       *frSide // Flight Recorder: what stage derivation needs
+	// headOnly is set after a read of an Arrow file's first record batch
+	// only (readOpts.head): t holds that batch, fileRows counts the file's
+	// rows.
+	headOnly bool
+	fileRows int64
 }
 
 // pendingP2P is a P2P op a reader could not complete alone: its direction

@@ -78,6 +78,10 @@ func FuzzRead(f *testing.F) {
 		if rerr != nil || rows != int64(res.Trace.Len()) {
 			t.Fatalf("Read gave %d events, Rows %d (%v)", res.Trace.Len(), rows, rerr)
 		}
+		head, hrows, herr := ReadHead(data)
+		if herr != nil || hrows != rows || head.Batches != res.Batches || head.Trace.Len() > res.Trace.Len() {
+			t.Fatalf("ReadHead: %v, %d rows; Read: %d rows", herr, hrows, rows)
+		}
 		if res.Trace == nil {
 			t.Fatal("nil trace without an error")
 		}

@@ -71,9 +71,28 @@ func read(data []byte, mem memory.Allocator) (*Result, error) {
 // readWith is read with the fast decoder (decode_fast.go) tried first when
 // fast is set; tests compare it with the checked path alone.
 func readWith(data []byte, mem memory.Allocator, fast bool) (*Result, error) {
+	res, _, err := readFramesWith(data, mem, fast, false)
+	return res, err
+}
+
+// ReadHead is Read of the first and the last record batches alone (with
+// the schema and the dictionaries), for a quick look at a large file: which
+// ranks and pipelines it holds (a file sorted by rank holds one rank when
+// its first and last batches do), its metadata. Result.Trace holds those
+// batches' rows, validated; Batches, Truncated and the byte counts describe
+// the whole input, and rows is the number of rows of all its complete
+// record batches (as Rows counts them). The batches between are framed
+// (their message headers checked) but not decoded: one that would fail to
+// decode or validate is not found here.
+func ReadHead(data []byte) (res *Result, rows int64, err error) {
+	return readFramesWith(data, memory.DefaultAllocator, true, true)
+}
+
+// readFramesWith is Read (head false) and ReadHead (head true).
+func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result, int64, error) {
 	res := &Result{BytesTotal: int64(len(data)), Format: Sniff(data)}
 	if cutBeforeSchema(data) {
-		return nil, ErrNoSchema
+		return nil, 0, ErrNoSchema
 	}
 	var frames []frame
 	switch res.Format {
@@ -86,20 +105,44 @@ func readWith(data []byte, mem memory.Allocator, fast bool) (*Result, error) {
 		}
 		s, err := scanStream(data, fileStreamStart)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		frames, res.Truncated, res.BytesUsed = s.frames, true, int64(s.used)
 	case FormatStream:
 		s, err := scanStream(data, 0)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		frames, res.Truncated, res.BytesUsed = s.frames, !s.eos, int64(s.used)
 	default:
-		return nil, ErrNotArrow
+		return nil, 0, ErrNotArrow
 	}
 	if len(frames) == 0 {
-		return nil, ErrNoSchema
+		return nil, 0, ErrNoSchema
+	}
+	var rows int64
+	total, last := 0, -1 // record batches; the last one's frame
+	for i, fr := range frames {
+		if fr.info.header == headerRecordBatch {
+			rows += fr.info.rows
+			total++
+			last = i
+		}
+	}
+	if head && total > 2 {
+		// Every dictionary, the first and the last record batch.
+		var keep []frame
+		seen := 0
+		for i, fr := range frames {
+			if fr.info.header == headerRecordBatch {
+				seen++
+				if seen != 1 && i != last {
+					continue
+				}
+			}
+			keep = append(keep, fr)
+		}
+		frames = keep
 	}
 	// The fast decoder takes what ppprof writes; what it does not take,
 	// and every error, goes through arrow-go (decodeFrames).
@@ -113,14 +156,17 @@ func readWith(data []byte, mem memory.Allocator, fast bool) (*Result, error) {
 		var err error
 		t, batches, err = decodeFrames(frames, &limitAllocator{mem: mem, limit: readLimit(len(data))})
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	res.Trace, res.Batches = t, batches
-	if err := t.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid trace: %w", err)
+	if head {
+		res.Batches = total
 	}
-	return res, nil
+	if err := t.Validate(); err != nil {
+		return nil, 0, fmt.Errorf("invalid trace: %w", err)
+	}
+	return res, rows, nil
 }
 
 // cutBeforeSchema reports whether data is too short to hold a schema but is

@@ -258,3 +258,47 @@ func TestRows(t *testing.T) {
 		t.Errorf("CSV: %v", err)
 	}
 }
+
+// TestReadHead: ReadHead gives the rows of the first and last record
+// batches of what Read gives, and Read's batch count, truncation and byte
+// counts, for every codec, files and streams, whole and cut.
+func TestReadHead(t *testing.T) {
+	tr := randomTrace(rand.New(rand.NewSource(9)), 700, testKinds)
+	const batch = 96
+	for _, c := range []Compression{None, LZ4, ZSTD} {
+		for _, stream := range []bool{false, true} {
+			var b bytes.Buffer
+			var err error
+			if stream {
+				err = WriteStream(&b, tr, Options{Compression: c, BatchRows: batch})
+			} else {
+				err = WriteFile(&b, tr, Options{Compression: c, BatchRows: batch})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := b.Bytes()
+			for _, cut := range []int{len(data), len(data) * 2 / 3} {
+				full, ferr := Read(data[:cut])
+				head, rows, herr := ReadHead(data[:cut])
+				if ferr != nil || herr != nil {
+					t.Fatalf("%s stream=%v cut %d: Read %v, ReadHead %v", c, stream, cut, ferr, herr)
+				}
+				n := full.Trace.Len()
+				want := full.Trace
+				if n > 2*batch {
+					want = &trace.Trace{Meta: full.Trace.Meta}
+					want.AppendRows(full.Trace, 0, batch)
+					want.AppendRows(full.Trace, (n-1)/batch*batch, n)
+				}
+				if d := trace.Diff(head.Trace, want); d != "" {
+					t.Errorf("%s stream=%v cut %d: head differs from the first batch: %s", c, stream, cut, d)
+				}
+				if rows != int64(full.Trace.Len()) || head.Batches != full.Batches || head.Truncated != full.Truncated ||
+					head.BytesUsed != full.BytesUsed || head.BytesTotal != full.BytesTotal {
+					t.Errorf("%s stream=%v cut %d: head %d rows %+v, full %d rows %+v", c, stream, cut, rows, *head, full.Trace.Len(), *full)
+				}
+			}
+		}
+	}
+}
