@@ -18,6 +18,7 @@ type analyzeOptions struct {
 	quiet  bool
 	maps   []string // --map rules (mapflags.go)
 	stream string   // --stream: auto, always or never
+	memory string   // --max-memory: what the analysis may use ("" = the machine's RAM)
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -42,6 +43,7 @@ and per-stage and per-step tables. Definitions: README "The numbers".`,
 	cmd.Flags().StringArrayVar(&opts.failOn, "fail-on", nil, "exit 3 when a threshold is crossed, e.g. 'bubble>0.3', 'balance<0.9', 'mfu<0.4', 'step_ms>1200' (repeatable)")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
 	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "read the input a few pipeline replicas at a time (for traces larger than memory): auto, always or never")
+	cmd.Flags().StringVar(&opts.memory, "max-memory", "", "memory the analysis may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	addMapFlag(cmd, &opts.maps)
 	return cmd
 }
@@ -70,7 +72,7 @@ func analyzeRun(opts *analyzeOptions) error {
 	if err != nil {
 		return err
 	}
-	plan, err := planStream(opts.paths, opts.stream, len(opts.maps) > 0)
+	plan, err := planStream(opts.paths, opts.stream, opts.memory, len(opts.maps) > 0)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
+	"strconv"
+	"strings"
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/ingest"
@@ -28,12 +31,19 @@ type streamPlan struct {
 // planStream decides, for --stream mode, whether to read paths a few
 // pipeline replicas at a time. auto streams when the input's events (counted
 // from Arrow headers, ingest.CountRows) would need more than half the
-// machine's memory analysed whole. Chunks are a tenth of memory's worth of
-// events; a fifth is kept between passes.
-func planStream(paths []string, mode string, maps bool) (streamPlan, error) {
+// memory (--max-memory, else the machine's RAM) analysed whole. Chunks are
+// a tenth of that memory's worth of events; a fifth is kept between passes.
+func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, error) {
 	ram := memTotalBytes()
 	if ram <= 0 {
 		ram = 8 << 30
+	}
+	if maxMemory != "" {
+		n, err := parseBytes(maxMemory)
+		if err != nil {
+			return streamPlan{}, fmt.Errorf("--max-memory: %w", err)
+		}
+		ram = n
 	}
 	p := streamPlan{mode: mode, chunkRows: int(ram / 10 / analysedBytesPerEvent), keepRows: int(ram / 5 / keptBytesPerEvent)}
 	switch mode {
@@ -95,4 +105,32 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 		return nil, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}
 	return rep, nil
+}
+
+// parseBytes reads a size: a number of bytes with an optional unit K, M, G
+// or T (powers of 1024; KB, KiB, MB... read the same), e.g. "8G", "512MiB".
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	shift := 0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		case 'T':
+			shift = 40
+		}
+		if shift > 0 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) || v*float64(int64(1)<<shift) > 1<<62 {
+		return 0, fmt.Errorf("%q: want a size such as 8G, 512M or 1073741824", s)
+	}
+	return int64(v * float64(int64(1)<<shift)), nil
 }

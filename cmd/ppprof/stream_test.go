@@ -34,10 +34,20 @@ func TestAnalyzeStream(t *testing.T) {
 		}
 	}
 
+	// A small memory budget: auto streams, in chunks of one replica, none
+	// kept between passes; the same output.
+	whole, _, _ := ppprof(t, "analyze", "--stream", "never", "--format", "json", dir)
+	if small, stderr, code := ppprof(t, "analyze", "--max-memory", "64K", "--format", "json", dir); code != 0 || small != whole {
+		t.Errorf("--max-memory 64K: exit %d (%s), same output %v", code, stderr, small == whole)
+	}
+	if _, stderr, code := ppprof(t, "analyze", "--max-memory", "lots", dir); code == 0 || !strings.Contains(stderr, "--max-memory") {
+		t.Errorf("--max-memory lots: exit %d: %s", code, stderr)
+	}
+
 	// Thresholds apply the same way.
-	_, _, code := ppprof(t, "analyze", "--stream", "always", "--fail-on", "bubble>0.01", dir)
+	_, stderr, code := ppprof(t, "analyze", "--stream", "always", "--fail-on", "bubble>0.01", dir)
 	if code != 3 {
-		t.Errorf("--stream always --fail-on bubble>0.01: exit %d, want 3", code)
+		t.Errorf("--stream always --fail-on bubble>0.01: exit %d, want 3 (%s)", code, stderr)
 	}
 
 	// Other tools' formats need every file at once.
@@ -48,7 +58,7 @@ func TestAnalyzeStream(t *testing.T) {
 	if _, err := os.Stat(prof); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code := ppprof(t, "analyze", "--stream", "always", prof)
+	_, stderr, code = ppprof(t, "analyze", "--stream", "always", prof)
 	if code == 0 || !strings.Contains(stderr, "needs every file at once") || !strings.Contains(stderr, "--stream never") {
 		t.Errorf("--stream always on Kineto: exit %d: %s", code, stderr)
 	}
@@ -59,5 +69,19 @@ func TestAnalyzeStream(t *testing.T) {
 	}
 	if _, stderr, code := ppprof(t, "analyze", "--stream", "sometimes", dir); code == 0 || !strings.Contains(stderr, "want auto, always or never") {
 		t.Errorf("--stream sometimes: exit %d: %s", code, stderr)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"8G": 8 << 30, "512M": 512 << 20, "512MiB": 512 << 20, "1.5GB": 3 << 29,
+		"1024": 1024, "2k": 2048, " 1 T ": 1 << 40} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "G", "-1G", "0", "lots", "1e30T", "NaN"} {
+		if _, err := parseBytes(in); err == nil {
+			t.Errorf("%q: no error", in)
+		}
 	}
 }
