@@ -40,7 +40,7 @@ func main() {
 	dir := flag.String("dir", "", "directory of per-rank Arrow streams (ppprof simulate --fleet -o DIR)")
 	bin := flag.String("ppprof", "", "ppprof binary, for the end-to-end run in a fresh process")
 	runs := flag.Int("runs", 5, "runs per measurement; the median is reported")
-	only := flag.String("only", "", "comma-separated sections to run (read,decode,open,analyze,e2e,hang,scale,disk); all when empty")
+	only := flag.String("only", "", "comma-separated sections to run (read,decode,open,analyze,e2e,stream,hang,scale,disk); all when empty")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	footer := flag.Bool("footer", true, "print the load average after the table (bench/run.sh adds rows first)")
 	flag.Parse()
@@ -67,7 +67,10 @@ func main() {
 			b.openAndAnalyze(want("analyze"))
 		}
 		if want("e2e") && b.bin != "" {
-			b.e2e()
+			b.e2e(false)
+		}
+		if want("stream") && b.bin != "" {
+			b.e2e(true)
 		}
 		if want("disk") {
 			b.disk()
@@ -407,11 +410,18 @@ func modelBytes() int {
 }
 
 // e2e runs `ppprof analyze DIR` in a fresh process: wall time and peak
-// resident memory.
-func (b *bench) e2e() {
+// resident memory. streamed reads the trace a few replicas at a time with
+// a memory budget of 2 GB (--max-memory 2G: chunks of one replica, the
+// first 2.7M events kept between passes, the others read again by each
+// pass), what a trace larger than memory costs.
+func (b *bench) e2e(streamed bool) {
 	var rss int64
+	args := []string{"analyze", b.dir, "--format", "json", "-q", "--stream", "never"}
+	if streamed {
+		args = []string{"analyze", b.dir, "--format", "json", "-q", "--stream", "always", "--max-memory", "2G"}
+	}
 	s := b.measure(false, func() {
-		cmd := exec.Command(b.bin, "analyze", b.dir, "--format", "json", "-q")
+		cmd := exec.Command(b.bin, args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -429,6 +439,10 @@ func (b *bench) e2e() {
 	})
 	n := float64(b.events)
 	note := fmt.Sprintf("peak RSS %.2f GB = %.0f B/event (%.0f MB per million events)", float64(rss)/1e9, float64(rss)/n, float64(rss)/n)
+	if streamed {
+		row(fmt.Sprintf("ppprof analyze --stream always --max-memory 2G, %d cores", b.procs), rate(n, s, "events/s"), note)
+		return
+	}
 	row(fmt.Sprintf("ppprof analyze DIR (fresh process), %d cores", b.procs), rate(n, s, "events/s"), note)
 	if b.readSecs > 0 {
 		row("  ... as a ratio", fmt.Sprintf("%.1fx read, %.1fx decode", s.med/b.readSecs, s.med/b.decodeSecs), "end to end over the page-cache read and the decode alone")
