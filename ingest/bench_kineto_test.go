@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"bufio"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -168,4 +170,46 @@ func benchKinetoLarge(b *testing.B, read func(string) (*trace.Trace, FileInfo, [
 	}
 	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
 	b.ReportMetric(float64(st.Size())/(1<<20), "file-MB")
+}
+
+// BenchmarkKinetoShared reads the Kineto samples of ../shared/data
+// (decompressed in memory first) on the fast and the generic path. It
+// skips when the samples are missing.
+func BenchmarkKinetoShared(b *testing.B) {
+	paths, _ := filepath.Glob("../../shared/data/kineto/*.json.gz")
+	if len(paths) == 0 {
+		b.Skip("../shared/data not present")
+	}
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := io.ReadAll(zr)
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(data) < 1<<20 {
+			continue
+		}
+		for _, fast := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%s/fast=%v", filepath.Base(path), fast), func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				cpu0 := benchCPUSeconds()
+				for i := 0; i < b.N; i++ {
+					if _, err := kfRead(data, true, fast, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if cpu := benchCPUSeconds() - cpu0; cpu > 0 {
+					b.ReportMetric(float64(len(data))/(1<<20)*float64(b.N)/cpu, "MB/cpu-s")
+				}
+			})
+		}
+	}
 }
