@@ -317,7 +317,7 @@ func jobOf(ix *index) Job {
 		j.Virtual = 1
 	}
 	if j.MicroBatches == 0 {
-		j.MicroBatches = len(ix.tot.fMBs)
+		j.MicroBatches = ix.tot.fMBs.len()
 	}
 	return j
 }

@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/ppprof/ppprof/trace"
@@ -63,7 +64,7 @@ type scanTotals struct {
 	meta      trace.Meta
 	events    int
 	maxStage  trace.Stage
-	fMBs      map[trace.MicroBatch]bool // micro-batches of F rows (countMicroBatches)
+	fMBs      mbSet // micro-batches of F rows (Job.MicroBatches)
 	ranks     map[trace.Rank]bool
 	stageRank map[trace.Stage]trace.Rank // lowest rank per stage
 	lastStep  map[trace.Rank]int64       // last step each rank has rows in
@@ -71,28 +72,71 @@ type scanTotals struct {
 	maxChunk  int64
 }
 
+// add gathers t's rows. Rows come in runs of one rank (a trace in (rank,
+// seq) order has one per rank), and a rank's stage rarely changes: the maps
+// are looked up once per run or per change of stage, not once per row.
 func (s *scanTotals) add(t *trace.Trace) {
-	s.events += t.Len()
-	prev, have := trace.Rank(0), false
-	for i, r := range t.Rank {
-		if !have || r != prev {
-			s.ranks[r] = true
-			prev, have = r, true
+	n := t.Len()
+	s.events += n
+	ranks, stages, steps, kinds, mbs, chunks := t.Rank, t.Stage, t.Step, t.Kind, t.MicroBatch, t.Chunk
+	for lo := 0; lo < n; {
+		r := ranks[lo]
+		last := steps[lo]
+		prev := trace.Stage(-1)
+		hi := lo
+		for ; hi < n && ranks[hi] == r; hi++ {
+			if st := stages[hi]; st != prev {
+				s.maxStage = max(s.maxStage, st)
+				if low, ok := s.stageRank[st]; !ok || r < low {
+					s.stageRank[st] = r
+				}
+				prev = st
+			}
+			last = max(last, steps[hi])
+			mb := mbs[hi]
+			if kinds[hi] == trace.F && mb >= 0 {
+				s.fMBs.add(int64(mb))
+			}
+			s.maxMB = max(s.maxMB, int64(mb))
+			s.maxChunk = max(s.maxChunk, int64(chunks[hi]))
 		}
-		st := t.Stage[i]
-		s.maxStage = max(s.maxStage, st)
-		if low, ok := s.stageRank[st]; !ok || r < low {
-			s.stageRank[st] = r
+		s.ranks[r] = true
+		if l, ok := s.lastStep[r]; !ok || last > l {
+			s.lastStep[r] = last
 		}
-		if last, ok := s.lastStep[r]; !ok || t.Step[i] > last {
-			s.lastStep[r] = t.Step[i]
-		}
-		if t.Kind[i] == trace.F && t.MicroBatch[i] >= 0 {
-			s.fMBs[t.MicroBatch[i]] = true
-		}
-		s.maxMB = max(s.maxMB, int64(t.MicroBatch[i]))
-		s.maxChunk = max(s.maxChunk, int64(t.Chunk[i]))
+		lo = hi
 	}
+}
+
+// mbSet is a set of micro-batch ids: a bitmap for small ids, a map beyond.
+type mbSet struct {
+	bits  []uint64
+	large map[int64]bool
+}
+
+const mbSetBits = 1 << 20
+
+func (m *mbSet) add(mb int64) {
+	if mb >= mbSetBits {
+		if m.large == nil {
+			m.large = map[int64]bool{}
+		}
+		m.large[mb] = true
+		return
+	}
+	w := int(mb >> 6)
+	if w >= len(m.bits) {
+		m.bits = append(m.bits, make([]uint64, w+1-len(m.bits))...)
+	}
+	m.bits[w] |= 1 << (mb & 63)
+}
+
+func (m *mbSet) len() int {
+	n := len(m.large)
+	for _, w := range m.bits {
+		n += bits.OnesCount64(w)
+	}
+	return n
 }
 
 // newChunkedIndex builds the index of src: one scan of every chunk groups
@@ -106,7 +150,7 @@ func (s *scanTotals) add(t *trace.Trace) {
 // whole trace held in memory (Run), else nil.
 func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error) {
 	ix := &index{t: whole, src: src, opt: opt, keepRows: opt.KeepRows}
-	tot := &scanTotals{maxStage: -1, fMBs: map[trace.MicroBatch]bool{}, ranks: map[trace.Rank]bool{},
+	tot := &scanTotals{maxStage: -1, ranks: map[trace.Rank]bool{},
 		stageRank: map[trace.Stage]trace.Rank{}, lastStep: map[trace.Rank]int64{}}
 	type key struct {
 		step int64
