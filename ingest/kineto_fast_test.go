@@ -454,10 +454,58 @@ func FuzzKinetoFastMatchesSlow(f *testing.F) {
 	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","ts":1.5,"pid":1,"tid":2,"args":{"correlation":5}},{"ph":"X","cat":"kernel","name":"nccl","ts":2,"dur":1,"args":{"correlation":5,"External id":1}}],"distributedInfo":{"rank":1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		kfSame(t, "input", data, nil)
+		// A read error somewhere (the place taken from the data).
+		h := uint64(len(data))
+		for _, c := range data {
+			h = h*31 + uint64(c)
+		}
+		at := int64(h % uint64(len(data)+1))
+		kfSame(t, fmt.Sprintf("input, read error at %d", at), data, func(r io.Reader) io.Reader {
+			return io.MultiReader(io.LimitReader(r, at), kfErrReader{errors.New("boom")})
+		})
+		// Valid JSON: a variant with its keys shuffled and spelled
+		// otherwise.
+		if json.Valid(data) {
+			kfSame(t, "variant", kfVary(t, data, h), nil)
+		}
 		// Again with a tiny buffer that every event slides or grows, the
 		// data arriving in small reads.
 		defer func(n int) { kfBufSize = n }(kfBufSize)
 		kfBufSize = 8
 		kfSame(t, "input, small buffer", data, iotest.HalfReader)
 	})
+}
+
+// TestKinetoFastLateErrors: errors and cuts far into a trace (past the
+// generic decoder's buffering of a synthetic prefix), in the event array,
+// in the top-level keys after it, and in the bare-array form, keep their
+// wording and byte offsets.
+func TestKinetoFastLateErrors(t *testing.T) {
+	big := kfLargeKineto(t, 300<<10)
+	end := bytes.LastIndexByte(big, ']')
+	head := bytes.Index(big, []byte(`"traceEvents": [`)) + len(`"traceEvents": `)
+	bare := big[head : end+1]
+	tails := []string{`]}`, `], "traceName": "x", "displayTimeUnit": "ms"}`, `], "traceName": "x", "bad": tru}`, `], "traceName": "x" "y": 1}`,
+		`], "traceName": "x", "deviceProperties": [{"name": 5}]}`, `], "baseTimeNanoseconds": 1e, "x": 1}`, `],  ` + "\n\t" + `"traceName": "x",,}`,
+		`], "traceName": "x", "traceEvents": {}}`, `], "traceName": "x", "traceEvents": [{"ph": "X"}, 5]}`, `], "traceName": "x", "traceEvents": [`,
+		`,]}`, `, {"ph": "X", "name": 7}]}`, `, {"ph": "X"} {"ph": "X"}]}`, `, nul]}`, `]`, `], "traceName": "x", `, `], "a": [` + strings.Repeat(`{"b": [1, 2.5e3, "c\n"]}, `, 4000) + `{}], "z": !}`,
+	}
+	for _, tail := range tails {
+		doc := append(bytes.Clone(big[:end]), tail...)
+		kfSame(t, "object ending "+tail, doc, nil)
+		kfSame(t, "object ending "+tail+", cut", doc[:len(doc)-3], nil)
+		kfSame(t, "object ending "+tail+", read error", doc, func(r io.Reader) io.Reader {
+			return io.MultiReader(io.LimitReader(r, int64(len(doc)-2)), kfErrReader{errors.New("boom")})
+		})
+	}
+	for _, tail := range []string{`]`, `]garbage`, `,]`, `, 5]`, `, {"ph": "X"}`, `, {"ph": "X"}, `, `, {"ph": "X", "ts": 1.5e}]`} {
+		doc := append(bytes.Clone(bare[:len(bare)-1]), tail...)
+		kfSame(t, "bare array ending "+tail, doc, nil)
+		kfSame(t, "bare array ending "+tail+", pretty", append(kfPrettyPrefix(bare[:len(bare)-1]), tail...), nil)
+	}
+}
+
+// kfPrettyPrefix indents the events of an unterminated bare array.
+func kfPrettyPrefix(b []byte) []byte {
+	return bytes.TrimSuffix(kfPretty(append(bytes.Clone(b), ']')), []byte("]"))
 }

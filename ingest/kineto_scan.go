@@ -285,6 +285,11 @@ func (k *kfReader) member(pos *int, first bool) (ok, more, done bool) {
 	if st != kfOK {
 		return false, st == kfMore, false
 	}
+	if i >= len(b) && b[val] != '{' && b[val] != '[' {
+		// The generic decoder reads the byte after a string or a literal
+		// before it takes it: a read error there fails the value.
+		return false, true, false
+	}
 	raw := b[val:i]
 	switch key {
 	case "distributedInfo":
