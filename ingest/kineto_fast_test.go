@@ -515,3 +515,31 @@ func TestKinetoFastLateErrors(t *testing.T) {
 func kfPrettyPrefix(b []byte) []byte {
 	return bytes.TrimSuffix(kfPretty(append(bytes.Clone(b), ']')), []byte("]"))
 }
+
+// TestKinetoFastNumbers: kfMicros and kfInt read what parseMicros and
+// rawInt read.
+func TestKinetoFastNumbers(t *testing.T) {
+	in := []string{"", "0", "1", "-1", "12.5", "12.", ".5", "1.0005", "1.0004", "1.9995", "999999999999999", "9999999999999999", "99999999999999999999",
+		"123456789012345.9999", "1e3", "1E-3", "-0", "00", `"12.5"`, `"1"`, `" 1"`, "null", "true", `"`, "1.5.5", "1x", "4458676524648.797",
+		"1649317709410899.2", "+5", "999999999999999999", "9223372036854775807", "9223372036854775808", "-9223372036854775808"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(20) {
+			b.WriteByte("0123456789.-e\""[rng.IntN(14)])
+		}
+		in = append(in, b.String())
+	}
+	for _, s := range in {
+		wn, wok := parseMicros([]byte(s))
+		gn, gok := kfMicros([]byte(s))
+		if wn != gn || wok != gok {
+			t.Errorf("kfMicros(%q) = %d, %v; parseMicros says %d, %v", s, gn, gok, wn, wok)
+		}
+		wi, wok := rawInt([]byte(s))
+		gi, gok := kfInt([]byte(s))
+		if wi != gi || wok != gok {
+			t.Errorf("kfInt(%q) = %d, %v; rawInt says %d, %v", s, gi, gok, wi, wok)
+		}
+	}
+}

@@ -335,9 +335,6 @@ func (k *kfReader) events(pos int, st kfState) (int, bool) {
 		case i >= len(b):
 			more = true
 		case b[i] == ']':
-			if st == kfBareArrComma {
-				return i + 1, true // decodeChrome stops after the bare array
-			}
 			return i + 1, true
 		default:
 			ws := i // the first event is scanned from its '{'; later ones from after the comma
