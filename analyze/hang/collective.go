@@ -3,6 +3,7 @@ package hang
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -120,10 +121,8 @@ type collMismatch struct {
 //     collective.
 func (a *analysis) matchCollectives() {
 	t := a.t
-	for r, d := range a.opt.Dumps {
-		if r < 0 || int(r) >= len(a.ranks) {
-			continue
-		}
+	for _, r := range a.dumpRanks() {
+		d := a.opt.Dumps[r]
 		ri := &a.ranks[r]
 		switch {
 		case ri.present && ri.pending == 0, !ri.present && d.Entries == 0:
@@ -227,10 +226,11 @@ func (a *analysis) matchCollectives() {
 	dropped := 0
 	for gid, name := range cs.names {
 		g, ok := a.opt.Groups[name]
+		// The ranks seen in the group, in rank order (the notes below come
+		// in that order).
+		saw := slices.Sorted(maps.Keys(seen[gid]))
 		if !ok || len(g.Ranks) == 0 {
-			for r := range seen[gid] {
-				cs.members[gid] = append(cs.members[gid], r)
-			}
+			cs.members[gid] = append(cs.members[gid], saw...)
 		} else {
 			for _, r := range g.Ranks {
 				if r < 0 || int(r) >= len(a.ranks) {
@@ -239,7 +239,7 @@ func (a *analysis) matchCollectives() {
 				}
 				cs.members[gid] = append(cs.members[gid], r)
 			}
-			for r := range seen[gid] {
+			for _, r := range saw {
 				if !slices.Contains(g.Ranks, r) {
 					a.note("rank %d has collectives in group %s, which does not list it as a member: it is taken as one", r, name)
 					cs.members[gid] = append(cs.members[gid], r)
@@ -511,7 +511,16 @@ func (a *analysis) collectiveMismatches() []Mismatch {
 			f.ci = int32(ci)
 		}
 	}
+	// One entry per group, in the order of their first such collective
+	// (first post, then group name): not in map order, so that ties in the
+	// report's order of mismatches are broken the same way every run.
+	firsts := make([]int32, 0, len(byGroup))
 	for _, f := range byGroup {
+		firsts = append(firsts, f.ci)
+	}
+	a.sortColls(firsts)
+	for _, ci := range firsts {
+		f := byGroup[cs.colls[ci].gid]
 		c := &cs.colls[f.ci]
 		m := a.collMismatchBase(c, MissingCollective)
 		m.Ranks = c.missing

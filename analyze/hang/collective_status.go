@@ -2,6 +2,7 @@ package hang
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -26,20 +27,23 @@ import (
 //     there is no evidence at all);
 //  2. by position: with at least one piece of evidence, the rank's groups
 //     (Options.Groups) in numeric name order are its keys in numeric order;
-//  3. otherwise each dump uses its evidence alone.
+//  3. otherwise each dump uses its evidence alone. Two keys of one rank
+//     may then both match the same group (their counters are equal): the
+//     key that is the group's name is used, as its name and its counters
+//     agree; when neither is, the evidence cannot tell which key is the
+//     group, so neither is used and the member's progress in the group is
+//     judged from its rows, as without a dump. (Keeping whichever key came
+//     last made the verdict depend on map order.)
+//
+// Every loop goes over the dumps by rank and over a dump's keys in sorted
+// order, so the same input resolves the same way every run.
 func (a *analysis) resolveProgress() {
 	cs := a.cs
 	cs.progress = map[rankGroup]GroupProgress{}
 	if len(a.opt.Dumps) == 0 {
 		return
 	}
-	ranks := make([]trace.Rank, 0, len(a.opt.Dumps))
-	for r := range a.opt.Dumps {
-		if r >= 0 && int(r) < len(a.ranks) {
-			ranks = append(ranks, r)
-		}
-	}
-	slices.Sort(ranks)
+	ranks := a.dumpRanks()
 
 	// Evidence: key -> group name, per rank.
 	type evidence struct {
@@ -49,7 +53,9 @@ func (a *analysis) resolveProgress() {
 	}
 	var ev []evidence
 	for _, r := range ranks {
-		for key, p := range a.opt.Dumps[r].Progress {
+		prog := a.opt.Dumps[r].Progress
+		for _, key := range slices.Sorted(maps.Keys(prog)) {
+			p := prog[key]
 			if p.LastEnqueued < 0 {
 				continue
 			}
@@ -100,24 +106,65 @@ func (a *analysis) resolveProgress() {
 		read = byPosition
 		a.note("the dumps key their progress (pg_status) by local group ids: mapped to groups by creation order, which the counters of %d keys confirm", len(ev))
 	default:
-		known := map[trace.Rank]map[string]string{}
+		// The keys of each rank that match each group.
+		type rankName struct {
+			rank trace.Rank
+			name string
+		}
+		claims := map[rankName][]string{}
 		for _, e := range ev {
+			rn := rankName{e.rank, e.name}
+			claims[rn] = append(claims[rn], e.key)
+		}
+		known := map[trace.Rank]map[string]string{}
+		used, ambiguous := 0, 0
+		for _, e := range ev { // by rank, then key
+			keys := claims[rankName{e.rank, e.name}]
+			if len(keys) > 1 {
+				own := slices.Contains(keys, e.name)
+				if !own && e.key == keys[0] {
+					ambiguous++
+				}
+				if !own || e.key != e.name {
+					continue
+				}
+			}
 			if known[e.rank] == nil {
 				known[e.rank] = map[string]string{}
 			}
 			known[e.rank][e.key] = e.name
+			used++
 		}
 		read = func(r trace.Rank, key string) string { return known[r][key] }
-		a.note("the dumps' progress keys (pg_status) match neither group names nor creation order: only the %d keys whose counters match a group's rows are used", len(ev))
+		a.note("the dumps' progress keys (pg_status) match neither group names nor creation order: only the %d keys whose counters match a group's rows are used", used)
+		if ambiguous > 0 {
+			a.note("in %d cases, several progress keys of one rank's dump match the same group by their counters and none is its name: that rank's dump progress is not used for that group", ambiguous)
+		}
 	}
 	for _, r := range ranks {
-		for key, p := range a.opt.Dumps[r].Progress {
+		prog := a.opt.Dumps[r].Progress
+		for _, key := range slices.Sorted(maps.Keys(prog)) {
+			p := prog[key]
 			name := read(r, key)
 			if gid, ok := cs.gidOf[name]; ok && name != "" && !cs.hasP2P[gid] {
 				cs.progress[rankGroup{r, gid}] = p
 			}
 		}
 	}
+}
+
+// dumpRanks returns the ranks of the job that have a dump (Options.Dumps),
+// increasing: every loop over the dumps goes in this order, never in map
+// order, so that notes and choices are the same every run.
+func (a *analysis) dumpRanks() []trace.Rank {
+	ranks := make([]trace.Rank, 0, len(a.opt.Dumps))
+	for r := range a.opt.Dumps {
+		if r >= 0 && int(r) < len(a.ranks) {
+			ranks = append(ranks, r)
+		}
+	}
+	slices.Sort(ranks)
+	return ranks
 }
 
 // positionalKeys maps rank r's progress keys to the names of its groups by
@@ -143,8 +190,9 @@ func (a *analysis) positionalKeys(r trace.Rank) map[string]string {
 	return out
 }
 
-// numericSort sorts decimal strings by value; false when one is not a
-// non-negative integer.
+// numericSort sorts decimal strings by value, then ("1" and "01") as
+// strings, so that the order never depends on the input's (map) order;
+// false when one is not a non-negative integer.
 func numericSort(s []string) bool {
 	v := make(map[string]int64, len(s))
 	for _, x := range s {
@@ -154,6 +202,6 @@ func numericSort(s []string) bool {
 		}
 		v[x] = n
 	}
-	slices.SortFunc(s, func(x, y string) int { return cmp.Compare(v[x], v[y]) })
+	slices.SortFunc(s, func(x, y string) int { return cmp.Or(cmp.Compare(v[x], v[y]), cmp.Compare(x, y)) })
 	return true
 }
