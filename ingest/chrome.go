@@ -67,25 +67,31 @@ func decodeChrome(r io.Reader, visit func(*chromeEvent) error) (chromeHeader, er
 	default:
 		return h, errors.New("not a Chrome trace: want a JSON object or array")
 	}
-	sawEvents := false
+	return h, objectLoop(dec, &h, false, visit)
+}
+
+// objectLoop reads the keys of a Chrome trace's top-level object after its
+// '{' (sawEvents: "traceEvents" was already read, by the fast Kineto path,
+// which hands the rest of an object to it) up to its end.
+func objectLoop(dec *json.Decoder, h *chromeHeader, sawEvents bool, visit func(*chromeEvent) error) error {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return h, cutOrErr(&h, err, "reading a top-level key")
+			return cutOrErr(h, err, "reading a top-level key")
 		}
 		key, _ := tok.(string)
 		switch key {
 		case "traceEvents":
 			tok, err := dec.Token()
 			if err != nil {
-				return h, cutOrErr(&h, err, "reading traceEvents")
+				return cutOrErr(h, err, "reading traceEvents")
 			}
 			if tok != json.Delim('[') {
-				return h, errors.New(`"traceEvents" is not an array`)
+				return errors.New(`"traceEvents" is not an array`)
 			}
 			sawEvents = true
-			if err := decodeEvents(dec, &h, visit); err != nil || h.truncated {
-				return h, err
+			if err := decodeEvents(dec, h, visit); err != nil || h.truncated {
+				return err
 			}
 			continue
 		case "distributedInfo":
@@ -110,13 +116,13 @@ func decodeChrome(r io.Reader, visit func(*chromeEvent) error) (chromeHeader, er
 			err = dec.Decode(&skip)
 		}
 		if err != nil {
-			return h, cutOrErr(&h, err, fmt.Sprintf("reading %q", key))
+			return cutOrErr(h, err, fmt.Sprintf("reading %q", key))
 		}
 	}
 	if !sawEvents {
-		return h, errors.New(`a JSON object without "traceEvents": not a Chrome trace`)
+		return errors.New(`a JSON object without "traceEvents": not a Chrome trace`)
 	}
-	return h, nil
+	return nil
 }
 
 // decodeEvents decodes the elements of an event array whose '[' dec has

@@ -3,7 +3,6 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"unicode/utf8"
@@ -1110,63 +1109,8 @@ func kfResumeWith(state kfState, ops []kfOp, rest io.Reader, h *chromeHeader, sa
 		}
 		sawEvents = true
 	}
-	err := kfObjectLoop(dec, h, sawEvents, visit)
+	err := objectLoop(dec, h, sawEvents, visit)
 	return *h, err
-}
-
-// kfObjectLoop is the rest of decodeChrome's loop over the top-level
-// object, with dec after a value in it. Keep it in step with
-// decodeChrome: TestKinetoFastMatchesSlow compares the two.
-func kfObjectLoop(dec *json.Decoder, h *chromeHeader, sawEvents bool, visit func(*chromeEvent) error) error {
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return cutOrErr(h, err, "reading a top-level key")
-		}
-		key, _ := tok.(string)
-		switch key {
-		case "traceEvents":
-			tok, err := dec.Token()
-			if err != nil {
-				return cutOrErr(h, err, "reading traceEvents")
-			}
-			if tok != json.Delim('[') {
-				return errors.New(`"traceEvents" is not an array`)
-			}
-			sawEvents = true
-			if err := decodeEvents(dec, h, visit); err != nil || h.truncated {
-				return err
-			}
-			continue
-		case "distributedInfo":
-			h.kineto = true
-			err = dec.Decode(&h.distributedInfo)
-		case "baseTimeNanoseconds":
-			h.kineto = true
-			err = dec.Decode(&h.baseTimeNs)
-		case "deviceProperties":
-			h.kineto = true
-			var props []struct {
-				Name string `json:"name"`
-			}
-			if err = dec.Decode(&props); err == nil && len(props) > 0 {
-				h.deviceName = props[0].Name
-			}
-		default:
-			if kinetoKeys[key] {
-				h.kineto = true
-			}
-			var skip json.RawMessage
-			err = dec.Decode(&skip)
-		}
-		if err != nil {
-			return cutOrErr(h, err, fmt.Sprintf("reading %q", key))
-		}
-	}
-	if !sawEvents {
-		return errors.New(`a JSON object without "traceEvents": not a Chrome trace`)
-	}
-	return nil
 }
 
 // The synthetic prefix. The generic decoder's syntax errors give an offset
