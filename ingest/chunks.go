@@ -280,7 +280,7 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 	var t *trace.Trace
 	if len(parts) == 1 {
 		t = parts[0]
-	} else if t, err = mergeParts(parts); err != nil {
+	} else if t, err = mergePartsReturning(parts, false); err != nil {
 		return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
 	}
 	t.Meta = c.meta

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -21,6 +22,14 @@ import (
 // operating system (debug.FreeOSMemory, a full collection) before the next
 // column is allocated.
 func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
+	return mergePartsReturning(parts, true)
+}
+
+// mergePartsReturning is mergeParts; with returnMemory false, freed columns
+// are left to the collector instead of being handed back to the operating
+// system: what a merge repeated for every chunk of a trace wants
+// (Chunks.Chunk), as the next chunk reuses the memory at once.
+func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace, error) {
 	// The metadata and its conflicts: Merge on rowless copies.
 	heads := make([]*trace.Trace, len(parts))
 	n := 0
@@ -38,6 +47,9 @@ func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
 	// them off for the merge. A memory limit (GOMEMLIMIT) still applies.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/4), off: make([]int, len(parts)+1)}
+	if !returnMemory {
+		m.every = math.MaxInt64
+	}
 	for i, p := range parts {
 		m.off[i+1] = m.off[i] + p.Len()
 	}
