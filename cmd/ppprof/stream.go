@@ -32,7 +32,7 @@ type streamPlan struct {
 // pipeline replicas at a time. auto streams when the input's events (counted
 // from Arrow headers, ingest.CountRows) would need more than half the
 // memory (--max-memory, else the machine's RAM) analysed whole. Chunks are
-// a tenth of that memory's worth of events; a fifth is kept between passes.
+// a tenth of that memory's worth of events; a tenth is kept between passes.
 func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, error) {
 	ram := memTotalBytes()
 	if ram <= 0 {
@@ -45,7 +45,7 @@ func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, 
 		}
 		ram = n
 	}
-	p := streamPlan{mode: mode, chunkRows: int(ram / 10 / analysedBytesPerEvent), keepRows: int(ram / 5 / keptBytesPerEvent)}
+	p := streamPlan{mode: mode, chunkRows: int(ram / 10 / analysedBytesPerEvent), keepRows: int(ram / 10 / keptBytesPerEvent)}
 	switch mode {
 	case "never":
 		return p, nil
@@ -96,8 +96,10 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 		return nil, err
 	}
 	// Chunks are read again by each pass: what they allocate is garbage
-	// as soon as the pass moves on, so the default collector pace holds.
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	// as soon as the pass moves on. Collect at half the default's growth,
+	// so the heap stays within 1.5x what is live (kept chunks, the chunk
+	// at hand, per-window results) rather than 2x.
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
 	defer bar.done()
 	rep, err := analyze.RunChunks(ch, analyze.Options{Step: step, Progress: onPass, KeepRows: plan.keepRows})

@@ -412,8 +412,8 @@ func modelBytes() int {
 // e2e runs `ppprof analyze DIR` in a fresh process: wall time and peak
 // resident memory. streamed reads the trace a few replicas at a time with
 // a memory budget of 2 GB (--max-memory 2G: chunks of one replica, the
-// first 2.7M events kept between passes, the others read again by each
-// pass), what a trace larger than memory costs.
+// first replica kept between passes, the others read again by each pass),
+// what a trace larger than memory costs.
 func (b *bench) e2e(streamed bool) {
 	var rss int64
 	args := []string{"analyze", b.dir, "--format", "json", "-q", "--stream", "never"}
