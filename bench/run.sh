@@ -47,11 +47,12 @@ printf '| %-44s | %-30s | %s |\n' "simulate --fleet (write the trace above)" \
 # go test benchmarks, one row each (median of RUNS via -count).
 median() { sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}'; }
 
-k=$(PPPROF_BENCH_MB=$KINETO_MB go test -run XXX -bench KinetoLarge -benchtime 1x -count "$RUNS" ./ingest/ 2>/dev/null | grep '^BenchmarkKinetoLarge' || true)
+k=$(PPPROF_BENCH_MB=$KINETO_MB go test -run XXX -bench 'KinetoLarge$' -benchtime 1x -count "$RUNS" ./ingest/ 2>/dev/null | grep '^BenchmarkKinetoLarge' || true)
 if [ -n "$k" ]; then
   mbs=$(echo "$k" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="MB/s") print $i}' | median)
+  cpu=$(echo "$k" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="MB/cpu-s") print $i}' | median)
   peak=$(echo "$k" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="peak-heap-MB") print $i}' | median)
-  printf '| %-44s | %-30s | %s |\n' "Kineto JSON (ingest, ${KINETO_MB} MB file), 1 file" "$mbs MB/s" "peak heap $peak MB; go test -bench KinetoLarge ./ingest/"
+  printf '| %-44s | %-30s | %s |\n' "Kineto JSON (ingest, ${KINETO_MB} MB file), 1 file" "$mbs MB/s" "$cpu MB per CPU-second; peak heap $peak MB; go test -bench 'KinetoLarge\$' ./ingest/"
 else
   printf '| %-44s | %-30s | %s |\n' "Kineto JSON" "n/a" "BenchmarkKinetoLarge not found in ./ingest/"
 fi
