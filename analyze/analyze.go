@@ -238,7 +238,6 @@ type index struct {
 	t        *trace.Trace // the whole trace when held in memory; nil for RunChunks
 	src      Chunks
 	opt      Options
-	keepRows int
 	chunks   []chunkState
 	tot      *scanTotals
 	p        int            // stages

@@ -149,7 +149,7 @@ func (m *mbSet) len() int {
 // holds every stage, never needs). whole is src's one trace when src is a
 // whole trace held in memory (Run), else nil.
 func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error) {
-	ix := &index{t: whole, src: src, opt: opt, keepRows: opt.KeepRows}
+	ix := &index{t: whole, src: src, opt: opt}
 	tot := &scanTotals{maxStage: -1, ranks: map[trace.Rank]bool{},
 		stageRank: map[trace.Stage]trace.Rank{}, lastStep: map[trace.Rank]int64{}}
 	type key struct {

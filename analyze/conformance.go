@@ -213,13 +213,6 @@ func analyzeConformance(ix *index, rep *Report) {
 	ix.visit(cs.checkSyncVisit(&rep.Schedule))
 }
 
-// newConformanceState is step 1, on its own.
-func newConformanceState(ix *index) *conformanceState {
-	cs, v := conformanceCollect(ix)
-	ix.visit(v)
-	return cs
-}
-
 // conformanceCollect returns the state of step 1 and the visit that fills
 // it.
 func conformanceCollect(ix *index) (*conformanceState, visit) {
@@ -537,14 +530,9 @@ func (sc *conformanceScratch) compare(t *trace.Trace, r *conformanceRank, cs *co
 	return res
 }
 
-// identify is step 2: it fills Identified, Virtual, Candidates and the
-// deviations, and returns the identified candidate (nil when none).
-func (cs *conformanceState) identify(out *Conformance) *conformanceCand {
-	cs.ix.visit(cs.identifyVisit(out))
-	return cs.best
-}
-
-// identifyVisit is identify as a visit; it resets out and sets cs.best.
+// identifyVisit is step 2: it fills Identified, Virtual, Candidates and
+// the deviations (resetting out first), and sets cs.best to the identified
+// candidate (nil when none).
 func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 	*out = Conformance{ViolationCounts: map[string]int{}}
 	var cands []*conformanceCand
@@ -711,14 +699,9 @@ func (cv *conformanceViolations) merge(o *conformanceViolations) {
 	}
 }
 
-// checkSync is step 3: the synchronous-training rules of Violation, window
-// by window, then the optimizer decision step by step.
-func (cs *conformanceState) checkSync(out *Conformance, best *conformanceCand) {
-	cs.best = best
-	cs.ix.visit(cs.checkSyncVisit(out))
-}
-
-// checkSyncVisit is checkSync, with cs.best, as a visit.
+// checkSyncVisit is step 3: the synchronous-training rules of Violation
+// (against cs.best, the identified schedule), window by window, then the
+// optimizer decision step by step.
 func (cs *conformanceState) checkSyncVisit(out *Conformance) visit {
 	// Windows are checked in parallel, each into its own list; the lists
 	// are merged in window order, so the per-code cap keeps what a serial
