@@ -18,8 +18,9 @@ import (
 // data-parallel replicas, satisfies this), every row in exactly one chunk,
 // and a chunk's rows in the order the whole trace has them (for a trace
 // read by ingest: rank, then seq). Chunk may be called several times for
-// the same chunk (once per pass that needs rows, unless the chunk is kept:
-// see Options.KeepRows) and must return the same rows every time.
+// the same chunk (once per visit of the windows, unless the chunk is
+// kept: see Options.KeepRows) and must return the same rows every time.
+// The first chunk's metadata is taken for the whole trace's.
 type Chunks interface {
 	NumChunks() int
 	Chunk(c int) (*trace.Trace, error)
@@ -36,8 +37,11 @@ func (w wholeTrace) Chunk(int) (*trace.Trace, error) { return w.t, nil }
 // for the whole trace, to the bit: every pass works window by window and
 // reduces the windows' results in window order, whichever chunk held them.
 //
-// Passes that need rows load the chunks again, so an analysis reads each
-// chunk up to about ten times; chunks kept between passes are read once.
+// The index scan reads every chunk (and measures its windows), then the
+// passes visit the windows three times (see Run), so an analysis reads
+// each chunk four times, plus once more for the windows whose stragglers
+// are replayed and, if the metadata's stage count proves wrong, for the
+// measure; chunks kept between passes are read once.
 // An error from Chunks.Chunk (or a chunk that does not hold the windows it
 // held the first time) ends the analysis with that error.
 func RunChunks(src Chunks, opt Options) (*Report, error) {
