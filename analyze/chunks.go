@@ -165,6 +165,9 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 	kept := 0
 	var scratch []measureScratch
 	for c := range ix.chunks {
+		if opt.Progress != nil && len(ix.chunks) > 1 {
+			opt.Progress(0, numPasses, fmt.Sprintf("windows (chunk %d/%d)", c+1, len(ix.chunks)))
+		}
 		t, err := src.Chunk(c)
 		if err != nil {
 			return nil, err
