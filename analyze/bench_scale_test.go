@@ -46,3 +46,40 @@ func BenchmarkAnalyzeRanks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRunChunks compares Run with RunChunks on the same trace (DP 8,
+// 2 steps of the fleet job: 1.5M events), split one replica per chunk:
+// every chunk kept (the passes' own cost of visiting chunk by chunk), and
+// none kept, read again by every visit (here a slice of the trace, so this
+// measures the analysis side of streaming, not the decoding of the reads:
+// ppprof analyze --stream measures both, docs/performance.md "Streaming").
+//
+//	go test -run XXX -bench RunChunks -benchtime 3x ./analyze/
+func BenchmarkRunChunks(b *testing.B) {
+	t := fleetTrace(b, 8, 2)
+	var groups [][]int32
+	for p := range int32(8) {
+		groups = append(groups, []int32{p})
+	}
+	pc := splitPipelines(t, groups)
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"whole", func() error { _, err := Run(t, Options{Step: AllSteps}); return err }},
+		{"chunks-kept", func() error {
+			_, err := RunChunks(pc, Options{Step: AllSteps, KeepRows: t.Len()})
+			return err
+		}},
+		{"chunks-reread", func() error { _, err := RunChunks(pc, Options{Step: AllSteps}); return err }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := c.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(t.Len())*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
