@@ -128,9 +128,23 @@ func openWithProgress(paths, rules []string, quiet bool, stderr io.Writer) (*ing
 	if err != nil {
 		return nil, err
 	}
-	prog := newProgress(stderr, "reading", 0, "files", quiet)
+	opt, prog := readingOptions(stderr, quiet)
 	defer prog.done()
-	opt := ingest.Options{Rules: parsed}
+	opt.Rules = parsed
+	// Reading builds the trace and keeps it: collections free little while
+	// the heap grows, so run them a quarter as often (the memory limit of
+	// setMemoryLimit still bounds the heap).
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	return ingest.Open(paths, opt)
+}
+
+// readingOptions returns ingest options that draw the files read as a
+// progress bar on stderr (when it is a terminal and quiet is false) and
+// print warnings unless quiet, erasing the bar first; and the bar, to be
+// done when reading ends.
+func readingOptions(stderr io.Writer, quiet bool) (ingest.Options, *progress) {
+	prog := newProgress(stderr, "reading", 0, "files", quiet)
+	var opt ingest.Options
 	opt.Progress = func(p ingest.Progress) {
 		prog.update(func() {
 			prog.total, prog.cur, prog.bytes = int64(p.FilesTotal), int64(p.Files), p.Bytes
@@ -146,11 +160,7 @@ func openWithProgress(paths, rules []string, quiet bool, stderr io.Writer) (*ing
 			fmt.Fprintf(stderr, "ppprof: warning: %s: %s\n", w.Path, w.Message)
 		}
 	}
-	// Reading builds the trace and keeps it: collections free little while
-	// the heap grows, so run them a quarter as often (the memory limit of
-	// setMemoryLimit still bounds the heap).
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	return ingest.Open(paths, opt)
+	return opt, prog
 }
 
 // analyzeProgress returns an analyze.Options.Progress that draws the

@@ -74,16 +74,7 @@ func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, 
 // (other tools' formats) is read whole after all.
 func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyze.Report, error) {
 	setMemoryLimit()
-	prog := newProgress(opts.stderr, "reading", 0, "files", opts.quiet)
-	opt := ingest.Options{Progress: func(p ingest.Progress) {
-		prog.update(func() { prog.total, prog.cur, prog.bytes = int64(p.FilesTotal), int64(p.Files), p.Bytes })
-	}}
-	if !opts.quiet {
-		opt.Warn = func(w ingest.Warning) {
-			prog.clear()
-			fmt.Fprintf(opts.stderr, "ppprof: warning: %s: %s\n", w.Path, w.Message)
-		}
-	}
+	opt, prog := readingOptions(opts.stderr, opts.quiet)
 	ch, err := ingest.OpenChunks(opts.paths, plan.chunkRows, opt)
 	prog.done()
 	if errors.Is(err, ingest.ErrNotChunkable) && plan.mode == "auto" {
