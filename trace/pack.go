@@ -1,0 +1,593 @@
+package trace
+
+import (
+	"encoding/binary"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Packed is a Trace held compactly: its rows in blocks of PackBlockRows,
+// each column of a block stored in the narrowest of a few encodings, the
+// strings as per-block dictionaries. A fleet job's rows take about a fifth
+// of the columns' 158 bytes (docs/performance.md, "Memory"). Packed keeps a
+// trace that is read again and again (analyze's visits of a streamed
+// trace) without decoding its files each time: Unpack gives the columns
+// back, bit for bit, several times faster than decoding Arrow.
+//
+// Encodings, per column per block, the narrowest that holds the block:
+//   - frame of reference: v = base + u, u unsigned in 0, 1, 2, 4 or 8
+//     bytes (0: every row holds base);
+//   - delta: v[i] = v[i-1] + base + u[i] (sequence numbers, start times);
+//   - reference: v = w + base + u, w another column of the row (issue and
+//     end times against the start, the peer against the rank);
+//   - dictionary: v = dict[u], u one byte, for up to 256 distinct values.
+//
+// Arithmetic wraps, so any value (NoTime included) round-trips; a block
+// whose values span more than 2^32 takes 8 bytes per row for that column.
+// A Packed does not change once built and may be unpacked concurrently.
+type Packed struct {
+	Meta   Meta
+	n      int
+	blocks []packedBlock
+}
+
+// PackBlockRows is the number of rows of a block of a Packed.
+const PackBlockRows = 4096
+
+type packedBlock struct {
+	data []byte
+	strs []string // this block's distinct strings, of every string column
+	hdr  [NumColumns]colHdr
+}
+
+// colHdr says how one column of one block is stored in packedBlock.data.
+type colHdr struct {
+	off   int32 // payload offset in data: the dictionary (8 bytes per entry), then u
+	enc   uint8
+	width uint8  // bytes per row of u
+	ndict uint16 // dictionary entries (encDict)
+	base  int64
+	first int64 // encDelta: v[0]
+}
+
+const (
+	encFOR = iota
+	encDelta
+	encRef
+	encDict
+)
+
+// refCol[c] is the column c is stored against under encRef (-1: none). It
+// is unpacked before c.
+var refCol = func() (r [NumColumns]int8) {
+	for i := range r {
+		r[i] = -1
+	}
+	r[ColIssueNs] = ColStartNs
+	r[ColEndNs] = ColStartNs
+	r[ColPeer] = ColRank
+	return r
+}()
+
+// unpackOrder lists the integer columns in an order where a reference
+// comes before the columns stored against it.
+var unpackOrder = [...]int{
+	ColRank, ColPipeline, ColStage, ColTPRank, ColChunk, ColStep, ColMicroBatch,
+	ColKind, ColSeq, ColStartNs, ColIssueNs, ColEndNs, ColPeer, ColBytes,
+	ColTokens, ColFlops, ColMemBytes, ColGroupSeq,
+}
+
+// Len returns the number of events.
+func (p *Packed) Len() int { return p.n }
+
+// Bytes returns the memory p holds, in bytes: payloads, headers and the
+// string headers of the dictionaries (the strings' bytes are shared with
+// the trace p was packed from and not counted).
+func (p *Packed) Bytes() int64 {
+	n := int64(unsafe.Sizeof(*p)) + int64(cap(p.blocks))*int64(unsafe.Sizeof(packedBlock{}))
+	for i := range p.blocks {
+		b := &p.blocks[i]
+		n += int64(cap(b.data)) + int64(cap(b.strs))*int64(unsafe.Sizeof(""))
+	}
+	return n
+}
+
+// Pack returns t packed. t is not changed; the Packed shares its strings.
+// Blocks are packed on every core.
+func Pack(t *Trace) *Packed {
+	n := t.Len()
+	p := &Packed{Meta: t.Meta, n: n, blocks: make([]packedBlock, (n+PackBlockRows-1)/PackBlockRows)}
+	parallelBlocks(len(p.blocks), func(b int) {
+		lo := b * PackBlockRows
+		hi := min(lo+PackBlockRows, n)
+		p.blocks[b] = packBlock(t, lo, hi)
+	})
+	return p
+}
+
+// Unpack returns p's trace, in dst's columns when they have the capacity
+// (dst may be nil: new columns are made). dst's previous rows are
+// overwritten; its metadata becomes p's. Blocks are unpacked on every core.
+func (p *Packed) Unpack(dst *Trace) *Trace {
+	if dst == nil {
+		dst = &Trace{}
+	}
+	n := p.n
+	dst.Meta = p.Meta
+	dst.Rank = resize(dst.Rank, n)
+	dst.Pipeline = resize(dst.Pipeline, n)
+	dst.Stage = resize(dst.Stage, n)
+	dst.TPRank = resize(dst.TPRank, n)
+	dst.Chunk = resize(dst.Chunk, n)
+	dst.Step = resize(dst.Step, n)
+	dst.MicroBatch = resize(dst.MicroBatch, n)
+	dst.Kind = resize(dst.Kind, n)
+	dst.Seq = resize(dst.Seq, n)
+	dst.IssueNs = resize(dst.IssueNs, n)
+	dst.StartNs = resize(dst.StartNs, n)
+	dst.EndNs = resize(dst.EndNs, n)
+	dst.Peer = resize(dst.Peer, n)
+	dst.Bytes = resize(dst.Bytes, n)
+	dst.Shape = resize(dst.Shape, n)
+	dst.Dtype = resize(dst.Dtype, n)
+	dst.Tokens = resize(dst.Tokens, n)
+	dst.Flops = resize(dst.Flops, n)
+	dst.MemBytes = resize(dst.MemBytes, n)
+	dst.Group = resize(dst.Group, n)
+	dst.GroupSeq = resize(dst.GroupSeq, n)
+	parallelBlocks(len(p.blocks), func(b int) {
+		lo := b * PackBlockRows
+		hi := min(lo+PackBlockRows, n)
+		p.blocks[b].unpack(dst, lo, hi)
+	})
+	return dst
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// parallelBlocks calls fn(b) for every b in [0, n), on every core.
+func parallelBlocks(n int, fn func(b int)) {
+	w := min(runtime.GOMAXPROCS(0), n)
+	if w <= 1 {
+		for b := range n {
+			fn(b)
+		}
+		return
+	}
+	var next int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				b := next
+				next++
+				mu.Unlock()
+				if b >= int64(n) {
+					return
+				}
+				fn(int(b))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// widen returns s as int64 values, in scratch.
+func widen[T ~int32 | ~uint16](s []T, scratch []int64) []int64 {
+	out := scratch[:len(s)]
+	for i, v := range s {
+		out[i] = int64(v)
+	}
+	return out
+}
+
+// asInt64 returns f's IEEE bits, in place.
+func asInt64(f []float64) []int64 {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*int64)(unsafe.Pointer(&f[0])), len(f))
+}
+
+// packScratch is one worker's room to pack a block in.
+type packScratch struct {
+	codes [PackBlockRows]int64
+	tmp   [PackBlockRows]uint64
+	buf   []byte
+}
+
+var packScratchPool = sync.Pool{New: func() any {
+	// Room for the worst block: every column 8 bytes per row, plus
+	// dictionaries (never chosen when larger than 8 bytes per row).
+	return &packScratch{buf: make([]byte, 0, NumColumns*8*PackBlockRows)}
+}}
+
+// packBlock packs rows [lo, hi) of t.
+func packBlock(t *Trace, lo, hi int) packedBlock {
+	var blk packedBlock
+	m := hi - lo
+	ps := packScratchPool.Get().(*packScratch)
+	defer packScratchPool.Put(ps)
+	buf := ps.buf[:0]
+	h, u := &blk.hdr, &ps.tmp
+	h[ColRank], buf = encodeInts(t.Rank[lo:hi], nil, u, buf)
+	h[ColPipeline], buf = encodeInts(t.Pipeline[lo:hi], nil, u, buf)
+	h[ColStage], buf = encodeInts(t.Stage[lo:hi], nil, u, buf)
+	h[ColTPRank], buf = encodeInts(t.TPRank[lo:hi], nil, u, buf)
+	h[ColChunk], buf = encodeInts(t.Chunk[lo:hi], nil, u, buf)
+	h[ColStep], buf = encodeInts(t.Step[lo:hi], nil, u, buf)
+	h[ColMicroBatch], buf = encodeInts(t.MicroBatch[lo:hi], nil, u, buf)
+	h[ColKind], buf = encodeInts(t.Kind[lo:hi], nil, u, buf)
+	h[ColSeq], buf = encodeInts(t.Seq[lo:hi], nil, u, buf)
+	h[ColStartNs], buf = encodeInts(t.StartNs[lo:hi], nil, u, buf)
+	h[ColIssueNs], buf = encodeInts(t.IssueNs[lo:hi], t.StartNs[lo:hi], u, buf)
+	h[ColEndNs], buf = encodeInts(t.EndNs[lo:hi], t.StartNs[lo:hi], u, buf)
+	h[ColPeer], buf = encodeInts(t.Peer[lo:hi], t.Rank[lo:hi], u, buf)
+	h[ColBytes], buf = encodeInts(t.Bytes[lo:hi], nil, u, buf)
+	h[ColTokens], buf = encodeInts(t.Tokens[lo:hi], nil, u, buf)
+	h[ColFlops], buf = encodeInts(asInt64(t.Flops[lo:hi]), nil, u, buf)
+	h[ColMemBytes], buf = encodeInts(t.MemBytes[lo:hi], nil, u, buf)
+	h[ColGroupSeq], buf = encodeInts(t.GroupSeq[lo:hi], nil, u, buf)
+	for _, c := range [...]int{ColShape, ColDtype, ColGroup} {
+		var s []string
+		switch c {
+		case ColShape:
+			s = t.Shape[lo:hi]
+		case ColDtype:
+			s = t.Dtype[lo:hi]
+		default:
+			s = t.Group[lo:hi]
+		}
+		blk.strs = stringCodes(s, blk.strs, ps.codes[:m])
+		blk.hdr[c], buf = encodeInts(ps.codes[:m], nil, &ps.tmp, buf)
+	}
+	blk.data = append([]byte(nil), buf...)
+	if len(blk.strs) < cap(blk.strs) {
+		blk.strs = append([]string(nil), blk.strs...)
+	}
+	return blk
+}
+
+// stringCodes sets codes[i] to the index of s[i] in strs, appending the
+// strings not there yet, and returns strs.
+func stringCodes(s []string, strs []string, codes []int64) []string {
+	var index map[string]int64
+	last, lastCode := "", int64(-1)
+	for i, v := range s {
+		if lastCode >= 0 && v == last {
+			codes[i] = lastCode
+			continue
+		}
+		code := int64(-1)
+		if index != nil {
+			if c, ok := index[v]; ok {
+				code = c
+			}
+		} else {
+			for k, x := range strs {
+				if x == v {
+					code = int64(k)
+					break
+				}
+			}
+		}
+		if code < 0 {
+			code = int64(len(strs))
+			strs = append(strs, v)
+			if index != nil {
+				index[v] = code
+			} else if len(strs) > 16 {
+				index = make(map[string]int64, 64)
+				for k, x := range strs {
+					index[x] = int64(k)
+				}
+			}
+		}
+		codes[i] = code
+		last, lastCode = v, code
+	}
+	return strs
+}
+
+// width returns the bytes per row that hold spans up to span.
+func width(span uint64) uint8 {
+	switch {
+	case span == 0:
+		return 0
+	case span <= 0xff:
+		return 1
+	case span <= 0xffff:
+		return 2
+	case span <= 0xffffffff:
+		return 4
+	}
+	return 8
+}
+
+// encodeInts chooses the narrowest encoding of v (ref: the column v may be
+// stored against, or nil), appends its payload to buf and returns its
+// header. tmp is scratch.
+func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, tmp *[PackBlockRows]uint64, buf []byte) (colHdr, []byte) {
+	h := colHdr{off: int32(len(buf)), enc: encFOR}
+	n := len(v)
+	if n == 0 {
+		return h, buf
+	}
+	// One pass for the bounds of the values and of their deltas (v[0] is
+	// the header's first under encDelta; its u is 0 and unused).
+	lo, hi := int64(v[0]), int64(v[0])
+	var dlo, dhi int64
+	if n > 1 {
+		dlo = int64(v[1]) - int64(v[0])
+		dhi = dlo
+	}
+	prev := int64(v[0])
+	for _, x := range v[1:] {
+		x := int64(x)
+		lo = min(lo, x)
+		hi = max(hi, x)
+		d := x - prev
+		dlo = min(dlo, d)
+		dhi = max(dhi, d)
+		prev = x
+	}
+	h.base, h.width = lo, width(uint64(hi)-uint64(lo))
+	if h.width == 0 {
+		return h, buf
+	}
+	if w := width(uint64(dhi) - uint64(dlo)); w < h.width && n > 1 {
+		h = colHdr{off: h.off, enc: encDelta, width: w, base: dlo, first: int64(v[0])}
+	}
+	if ref != nil && h.width > 0 {
+		ref = ref[:n]
+		rlo, rhi := int64(v[0])-int64(ref[0]), int64(v[0])-int64(ref[0])
+		for i, x := range v {
+			r := int64(x) - int64(ref[i])
+			rlo = min(rlo, r)
+			rhi = max(rhi, r)
+		}
+		if w := width(uint64(rhi) - uint64(rlo)); w < h.width {
+			h = colHdr{off: h.off, enc: encRef, width: w, base: rlo}
+		}
+	}
+	u := tmp[:n]
+	if h.width >= 2 {
+		if dict, ok := smallDict(v, u); ok && len(dict)*8+n < int(h.width)*n {
+			h = colHdr{off: h.off, enc: encDict, width: 1, ndict: uint16(len(dict))}
+			for _, d := range dict {
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(d))
+			}
+			return h, putUints(buf, 1, u)
+		}
+	}
+	base := uint64(h.base)
+	switch h.enc {
+	case encFOR:
+		for i, x := range v {
+			u[i] = uint64(int64(x)) - base
+		}
+	case encDelta:
+		u[0] = 0
+		for i := 1; i < n; i++ {
+			u[i] = uint64(int64(v[i])-int64(v[i-1])) - base
+		}
+	case encRef:
+		for i, x := range v {
+			u[i] = uint64(int64(x)-int64(ref[i])) - base
+		}
+	}
+	return h, putUints(buf, h.width, u)
+}
+
+// smallDict returns the distinct values of v, in order of first
+// appearance, and sets codes[i] to v[i]'s index among them, when there are
+// at most 256 distinct values.
+func smallDict[T ~int32 | ~int64 | ~uint16](v []T, codes []uint64) ([]int64, bool) {
+	const slots = 1024 // open addressing, at most a quarter full
+	var keys [slots]int64
+	var code [slots]int16 // 1 + index in dict; 0: empty
+	dict := make([]int64, 0, 16)
+	last, lastCode := int64(v[0]), uint64(0)
+	for i, x := range v {
+		x := int64(x)
+		if i > 0 && x == last {
+			codes[i] = lastCode
+			continue
+		}
+		s := uint64(x) * 0x9e3779b97f4a7c15 >> (64 - 10)
+		for code[s] != 0 && keys[s] != x {
+			s = (s + 1) & (slots - 1)
+		}
+		if code[s] == 0 {
+			if len(dict) == 256 {
+				return nil, false
+			}
+			dict = append(dict, x)
+			keys[s], code[s] = x, int16(len(dict))
+		}
+		last, lastCode = x, uint64(code[s]-1)
+		codes[i] = lastCode
+	}
+	return dict, true
+}
+
+// putUints appends u, each value in w bytes, little-endian.
+func putUints(buf []byte, w uint8, u []uint64) []byte {
+	if w == 0 {
+		return buf
+	}
+	off := len(buf)
+	buf = append(buf, make([]byte, int(w)*len(u))...)
+	p := buf[off:]
+	switch w {
+	case 1:
+		p = p[:len(u)]
+		for i, x := range u {
+			p[i] = uint8(x)
+		}
+	case 2:
+		for i, x := range u {
+			binary.LittleEndian.PutUint16(p[2*i:], uint16(x))
+		}
+	case 4:
+		for i, x := range u {
+			binary.LittleEndian.PutUint32(p[4*i:], uint32(x))
+		}
+	default:
+		for i, x := range u {
+			binary.LittleEndian.PutUint64(p[8*i:], x)
+		}
+	}
+	return buf
+}
+
+// unpack writes the block's rows into rows [lo, hi) of dst.
+func (b *packedBlock) unpack(dst *Trace, lo, hi int) {
+	var tmp [PackBlockRows]int64
+	m := hi - lo
+	for _, c := range unpackOrder {
+		h := &b.hdr[c]
+		var ref []int64
+		switch refCol[c] {
+		case ColStartNs:
+			ref = dst.StartNs[lo:hi]
+		case ColRank:
+			if h.enc == encRef {
+				ref = widen(dst.Rank[lo:hi], tmp[:m])
+			}
+		}
+		switch c {
+		case ColRank:
+			decodeInto(dst.Rank[lo:hi], h, b.data, nil)
+		case ColPipeline:
+			decodeInto(dst.Pipeline[lo:hi], h, b.data, nil)
+		case ColStage:
+			decodeInto(dst.Stage[lo:hi], h, b.data, nil)
+		case ColTPRank:
+			decodeInto(dst.TPRank[lo:hi], h, b.data, nil)
+		case ColChunk:
+			decodeInto(dst.Chunk[lo:hi], h, b.data, nil)
+		case ColStep:
+			decodeInto(dst.Step[lo:hi], h, b.data, nil)
+		case ColMicroBatch:
+			decodeInto(dst.MicroBatch[lo:hi], h, b.data, nil)
+		case ColKind:
+			decodeInto(dst.Kind[lo:hi], h, b.data, nil)
+		case ColSeq:
+			decodeInto(dst.Seq[lo:hi], h, b.data, nil)
+		case ColIssueNs:
+			decodeInto(dst.IssueNs[lo:hi], h, b.data, ref)
+		case ColStartNs:
+			decodeInto(dst.StartNs[lo:hi], h, b.data, nil)
+		case ColEndNs:
+			decodeInto(dst.EndNs[lo:hi], h, b.data, ref)
+		case ColPeer:
+			decodeInto(dst.Peer[lo:hi], h, b.data, ref)
+		case ColBytes:
+			decodeInto(dst.Bytes[lo:hi], h, b.data, nil)
+		case ColTokens:
+			decodeInto(dst.Tokens[lo:hi], h, b.data, nil)
+		case ColFlops:
+			f := dst.Flops[lo:hi]
+			decodeInto(unsafe.Slice((*int64)(unsafe.Pointer(&f[0])), len(f)), h, b.data, nil)
+		case ColMemBytes:
+			decodeInto(dst.MemBytes[lo:hi], h, b.data, nil)
+		case ColGroupSeq:
+			decodeInto(dst.GroupSeq[lo:hi], h, b.data, nil)
+		}
+	}
+	for _, c := range [...]int{ColShape, ColDtype, ColGroup} {
+		codes := tmp[:m]
+		decodeInto(codes, &b.hdr[c], b.data, nil)
+		var out []string
+		switch c {
+		case ColShape:
+			out = dst.Shape[lo:hi]
+		case ColDtype:
+			out = dst.Dtype[lo:hi]
+		default:
+			out = dst.Group[lo:hi]
+		}
+		strs := b.strs
+		for i, k := range codes {
+			out[i] = strs[k]
+		}
+	}
+}
+
+// decodeInto writes the values h stores in data into dst (ref: the
+// column's reference for encRef, as int64).
+func decodeInto[T ~int32 | ~int64 | ~uint16](dst []T, h *colHdr, data []byte, ref []int64) {
+	p := data[h.off:]
+	base := uint64(h.base)
+	switch h.enc {
+	case encDict:
+		dict := make([]T, h.ndict)
+		for k := range dict {
+			dict[k] = T(binary.LittleEndian.Uint64(p[8*k:]))
+		}
+		codes := p[8*int(h.ndict):][:len(dst)]
+		for i, k := range codes {
+			dst[i] = dict[k]
+		}
+	case encDelta:
+		forInto(dst, p, h.width, base)
+		acc := uint64(h.first)
+		dst[0] = T(acc)
+		for i := 1; i < len(dst); i++ {
+			acc += uint64(int64(dst[i]))
+			dst[i] = T(acc)
+		}
+	case encRef:
+		forInto(dst, p, h.width, base)
+		for i, r := range ref[:len(dst)] {
+			dst[i] = T(uint64(int64(dst[i])) + uint64(r))
+		}
+	default:
+		forInto(dst, p, h.width, base)
+	}
+}
+
+// forInto sets dst[i] = base + u[i], u read from p in w bytes per row.
+// For T narrower than 64 bits the sums wrap at T's size, which is right:
+// the values were T's to begin with. (encDelta and encRef add on top of
+// the wrapped sums, which wrap the same way.)
+func forInto[T ~int32 | ~int64 | ~uint16](dst []T, p []byte, w uint8, base uint64) {
+	switch w {
+	case 0:
+		v := T(base)
+		for i := range dst {
+			dst[i] = v
+		}
+	case 1:
+		p = p[:len(dst)]
+		for i, u := range p {
+			dst[i] = T(base + uint64(u))
+		}
+	case 2:
+		p = p[:2*len(dst)]
+		for i := range dst {
+			dst[i] = T(base + uint64(binary.LittleEndian.Uint16(p[2*i:])))
+		}
+	case 4:
+		p = p[:4*len(dst)]
+		for i := range dst {
+			dst[i] = T(base + uint64(binary.LittleEndian.Uint32(p[4*i:])))
+		}
+	default:
+		p = p[:8*len(dst)]
+		for i := range dst {
+			dst[i] = T(base + binary.LittleEndian.Uint64(p[8*i:]))
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+)
+
+// randomTrace makes n rows whose columns mix the shapes Pack has
+// encodings for (constants, runs, counters, times close to each other,
+// nulls) with values that fit none (random 64-bit words, extremes).
+func randomTrace(rng *rand.Rand, n int) *Trace {
+	t := &Trace{Meta: Meta{Job: "pack", PP: 4}}
+	pick := func(vals ...int64) int64 { return vals[rng.Intn(len(vals))] }
+	wild := func() int64 {
+		switch rng.Intn(6) {
+		case 0:
+			return math.MinInt64
+		case 1:
+			return math.MaxInt64
+		case 2:
+			return int64(rng.Uint64())
+		case 3:
+			return -int64(rng.Intn(1000))
+		}
+		return int64(rng.Intn(1 << uint(rng.Intn(40))))
+	}
+	mode := rng.Intn(4) // how wild this trace is: 0 tame, 3 anything
+	strs := []string{"", "bf16", "fp32", "4096x1x8192", "dp0", "pp1"}
+	for k := range 300 {
+		strs = append(strs, fmt.Sprintf("s%d", k))
+	}
+	nstr := 1 + rng.Intn(len(strs))
+	rank := Rank(rng.Intn(4096))
+	now := int64(rng.Uint64() >> 2)
+	seq := int64(0)
+	for i := range n {
+		if rng.Intn(500) == 0 {
+			rank = Rank(rng.Intn(4096))
+			seq = 0
+		}
+		seq++
+		now += int64(rng.Intn(1 << uint(8+rng.Intn(20))))
+		start := now
+		end := start + int64(rng.Intn(1<<uint(4+rng.Intn(28))))
+		issue := start - int64(rng.Intn(1000))
+		if rng.Intn(50) == 0 {
+			end = NoTime
+		}
+		if rng.Intn(200) == 0 {
+			start, end = NoTime, NoTime
+		}
+		e := Event{
+			Rank: rank, Pipeline: int32(rank) % 7, Stage: Stage(rank % 16), TPRank: int32(rank % 8),
+			Chunk: int32(rng.Intn(2)), Step: int64(i / 3000), MicroBatch: MicroBatch(rng.Intn(64)) - 1,
+			Kind: Kind(1 + rng.Intn(int(numWellKnown)-1)), Seq: seq,
+			IssueNs: issue, StartNs: start, EndNs: end,
+			Peer:  Rank(pick(-1, int64(rank)+8, int64(rank)-8, int64(rng.Intn(4096)))),
+			Bytes: pick(0, 64<<20, 32<<20), Tokens: pick(0, 4096), Flops: float64(pick(0, 1e12, 2e12)),
+			MemBytes: int64(i) << 10, GroupSeq: pick(NoGroupSeq, int64(i)),
+			Shape: strs[rng.Intn(nstr)], Dtype: strs[rng.Intn(min(nstr, 3))], Group: strs[rng.Intn(nstr)],
+		}
+		if mode >= 2 && rng.Intn(4) == 0 {
+			e.Step, e.Seq, e.Bytes, e.MemBytes, e.Tokens = wild(), wild(), wild(), wild(), wild()
+			e.IssueNs, e.StartNs, e.EndNs, e.GroupSeq = wild(), wild(), wild(), wild()
+			e.Rank, e.Peer = Rank(int32(wild())), Rank(int32(wild()))
+			e.Pipeline, e.Stage, e.TPRank = int32(wild()), Stage(int32(wild())), int32(wild())
+			e.Chunk, e.MicroBatch, e.Kind = int32(wild()), MicroBatch(int32(wild())), Kind(uint16(wild()))
+			e.Flops = math.Float64frombits(uint64(wild()))
+		}
+		if mode == 3 && rng.Intn(3) == 0 {
+			e.Flops = math.Float64frombits(0x7ff8000000000001 + uint64(rng.Intn(9))) // NaNs with payloads
+		}
+		t.Append(e)
+	}
+	return t
+}
+
+func TestPackRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	sizes := []int{0, 1, 2, 3, PackBlockRows - 1, PackBlockRows, PackBlockRows + 1, 3*PackBlockRows + 17}
+	for trial := range 40 {
+		n := sizes[trial%len(sizes)]
+		if trial >= len(sizes) {
+			n = rng.Intn(5 * PackBlockRows)
+		}
+		src := randomTrace(rng, n)
+		p := Pack(src)
+		if p.Len() != n {
+			t.Fatalf("trial %d: Len %d, want %d", trial, p.Len(), n)
+		}
+		if d := Diff(src, p.Unpack(nil)); d != "" {
+			t.Fatalf("trial %d (%d rows): unpacked differs: %s", trial, n, d)
+		}
+		// Into columns that held another, longer trace: every row is
+		// overwritten, and the length is the packed one's.
+		dst := randomTrace(rng, n+rng.Intn(100))
+		if d := Diff(src, p.Unpack(dst)); d != "" {
+			t.Fatalf("trial %d (%d rows): unpacked into used columns differs: %s", trial, n, d)
+		}
+	}
+}
+
+// TestPackEncodings checks that each column shape gets the encoding meant
+// for it, by the bytes a block takes per row: the sizes are worked out
+// from the encodings' definitions, not from the code.
+func TestPackEncodings(t *testing.T) {
+	const n = PackBlockRows
+	tr := &Trace{}
+	for i := range n {
+		start := int64(1e15) + int64(i)*2_000_003 + int64(i%7) // 8.2 s: more than 32 bits
+		tr.Append(Event{
+			Rank: 42, Pipeline: 1, Stage: 3, TPRank: 2, Chunk: 0, Step: 9,
+			MicroBatch: MicroBatch(i % 64), Kind: F + Kind(i%2), Seq: int64(i) + 100,
+			StartNs: start, IssueNs: start - 700, EndNs: start + 50_000 + int64(i%3)*100,
+			Peer: 42 + 8, Bytes: 64 << 20, Shape: "4096x1x8192", Dtype: "bf16",
+			Tokens: 4096, Flops: 3.5e12, MemBytes: int64(i%5) << 30, Group: "pp", GroupSeq: int64(i),
+		})
+	}
+	p := Pack(tr)
+	b := &p.blocks[0]
+	want := map[int]struct {
+		enc   uint8
+		width uint8
+	}{
+		ColRank: {encFOR, 0}, ColPipeline: {encFOR, 0}, ColStage: {encFOR, 0}, ColTPRank: {encFOR, 0},
+		ColStep:       {encFOR, 0},
+		ColMicroBatch: {encFOR, 1},   // 0..63
+		ColKind:       {encFOR, 1},   // F or B
+		ColSeq:        {encDelta, 0}, // +1 every row
+		ColStartNs:    {encDelta, 1}, // steps of 2_000_003 + (-6..1): a span of 7
+		ColIssueNs:    {encRef, 0},   // start - 700
+		ColEndNs:      {encRef, 1},   // start + 50_000..50_200
+		ColPeer:       {encFOR, 0},
+		ColBytes:      {encFOR, 0},
+		ColMemBytes:   {encDict, 1}, // five values 1 GiB apart
+		ColGroupSeq:   {encDelta, 0},
+		ColShape:      {encFOR, 0}, ColDtype: {encFOR, 0}, ColGroup: {encFOR, 0},
+	}
+	for c, w := range want {
+		h := b.hdr[c]
+		if h.enc != w.enc || h.width != w.width {
+			t.Errorf("%s: encoding %d width %d, want %d width %d", Columns[c], h.enc, h.width, w.enc, w.width)
+		}
+	}
+	// Payload: microbatch 1 + kind 1 + start 1 + end 1 + mem_bytes 1 + its
+	// dictionary of 5 values (40 bytes) per row.
+	if got, wantBytes := len(b.data), n*(1+1+1+1+1)+5*8; got != wantBytes {
+		t.Errorf("payload %d bytes, want %d", got, wantBytes)
+	}
+	if d := Diff(tr, p.Unpack(nil)); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func FuzzPack(f *testing.F) {
+	f.Add([]byte{0}, int64(1), uint16(10))
+	f.Add([]byte("\x00\x01\x02\xff\xfe\x80\x7f"), int64(-1), uint16(5000))
+	f.Fuzz(func(t *testing.T, data []byte, seed int64, n uint16) {
+		// Columns filled from data, byte by byte, cycling: every value,
+		// run and repetition a block can meet, driven by the fuzzer.
+		tr := &Trace{}
+		if len(data) == 0 {
+			data = []byte{0}
+		}
+		k := 0
+		next := func() int64 {
+			b := data[k%len(data)]
+			k++
+			switch b % 5 {
+			case 0:
+				return int64(b)
+			case 1:
+				return seed + int64(b)
+			case 2:
+				return math.MinInt64 + int64(b)
+			case 3:
+				return int64(k) * seed
+			}
+			return -int64(b) << (b % 64)
+		}
+		rows := int(n % (3 * PackBlockRows))
+		for range rows {
+			tr.Append(Event{
+				Rank: Rank(next()), Pipeline: int32(next()), Stage: Stage(next()), TPRank: int32(next()),
+				Chunk: int32(next()), Step: next(), MicroBatch: MicroBatch(next()), Kind: Kind(next()),
+				Seq: next(), IssueNs: next(), StartNs: next(), EndNs: next(), Peer: Rank(next()),
+				Bytes: next(), Shape: fmt.Sprint(next() % 300), Dtype: fmt.Sprint(next() % 3), Tokens: next(),
+				Flops: math.Float64frombits(uint64(next())), MemBytes: next(), Group: fmt.Sprint(next() % 2),
+				GroupSeq: next(),
+			})
+		}
+		if d := Diff(tr, Pack(tr).Unpack(nil)); d != "" {
+			t.Fatal(d)
+		}
+	})
+}
+
+func BenchmarkPack(b *testing.B) {
+	tr := randomTrace(rand.New(rand.NewSource(2)), 1<<20)
+	b.SetBytes(int64(tr.Len()))
+	for b.Loop() {
+		Pack(tr)
+	}
+}
+
+func BenchmarkUnpack(b *testing.B) {
+	tr := randomTrace(rand.New(rand.NewSource(2)), 1<<20)
+	p := Pack(tr)
+	dst := p.Unpack(nil)
+	b.ReportMetric(float64(p.Bytes())/float64(tr.Len()), "B/event")
+	b.SetBytes(int64(tr.Len()))
+	for b.Loop() {
+		p.Unpack(dst)
+	}
+}
