@@ -57,9 +57,10 @@ func RunChunks(src Chunks, opt Options) (*Report, error) {
 
 // chunkState is one chunk of an index's source.
 type chunkState struct {
-	wins []int        // its windows, as indices into index.windows, ascending
-	kept *trace.Trace // its rows when kept between passes; nil otherwise
-	rows int
+	wins   []int         // its windows, as indices into index.windows, ascending
+	kept   *trace.Trace  // its rows when kept between passes; nil otherwise
+	packed *trace.Packed // its rows packed, when not kept but packed (Options.PackBytes); nil otherwise
+	rows   int
 }
 
 // scanTotals are what the passes need of the whole trace beyond its windows,
@@ -163,6 +164,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 	seen := map[key]int{} // window -> chunk
 	ix.chunks = make([]chunkState, src.NumChunks())
 	kept := 0
+	packed, packing := int64(0), opt.PackBytes > 0
 	var scratch []measureScratch
 	for c := range ix.chunks {
 		if opt.Progress != nil && len(ix.chunks) > 1 {
@@ -202,6 +204,16 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			ix.chunks[c].kept = t
 			kept += t.Len()
 		} else {
+			// Pack while the packed chunks fit; once one does not, the
+			// rest are read again (packing them would be wasted work).
+			if packing {
+				if p := trace.Pack(t); packed+p.Bytes() <= opt.PackBytes {
+					ix.chunks[c].packed = p
+					packed += p.Bytes()
+				} else {
+					packing = false
+				}
+			}
 			for _, g := range ws {
 				g.rows, g.t = nil, nil
 			}
@@ -296,14 +308,20 @@ func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
 	}
 }
 
-// attach loads chunk c and hands each of its windows its rows.
+// attach loads chunk c (unpacks it when packed) and hands each of its
+// windows its rows.
 func (ix *index) attach(c int) error {
-	t, err := ix.src.Chunk(c)
-	if err != nil {
-		return err
+	cs := &ix.chunks[c]
+	var t *trace.Trace
+	if cs.packed != nil {
+		t = cs.packed.Unpack(nil)
+	} else {
+		var err error
+		if t, err = ix.src.Chunk(c); err != nil {
+			return err
+		}
 	}
 	ws := groupWindows(t, Options{Step: ix.opt.Step})
-	cs := &ix.chunks[c]
 	if t.Len() != cs.rows || len(ws) != len(cs.wins) {
 		return fmt.Errorf("chunk %d changed between reads: %d rows in %d windows, then %d rows in %d", c, cs.rows, len(cs.wins), t.Len(), len(ws))
 	}

@@ -129,17 +129,22 @@ func TestRunChunksIsRun(t *testing.T) {
 			splits["reversed pairs"] = append(splits["reversed pairs"], pipes[max(0, i-2):i])
 		}
 		for how, groups := range splits {
-			for _, keep := range []int{0, tr.Len() / 2} {
+			// Chunks read again, half kept whole, all packed, some packed
+			// (a budget of about half of them at 30 bytes per event).
+			for _, cfg := range []struct{ keep, pack int }{{0, 0}, {tr.Len() / 2, 0}, {0, 1 << 40}, {0, tr.Len() * 15}} {
 				pc := splitPipelines(tr, groups)
-				got, err := RunChunks(pc, Options{Step: AllSteps, KeepRows: keep})
+				got, err := RunChunks(pc, Options{Step: AllSteps, KeepRows: cfg.keep, PackBytes: int64(cfg.pack)})
 				if err != nil {
-					t.Fatalf("%s, %s, keep %d: %v", name, how, keep, err)
+					t.Fatalf("%s, %s, %+v: %v", name, how, cfg, err)
 				}
 				if d := reportDiff(want, got); d != "" {
-					t.Fatalf("%s, %s, keep %d: reports differ:\n%s", name, how, keep, d)
+					t.Fatalf("%s, %s, %+v: reports differ:\n%s", name, how, cfg, d)
 				}
-				if keep == 0 && len(groups) > 1 && pc.loads <= len(groups) {
+				if cfg == (struct{ keep, pack int }{}) && len(groups) > 1 && pc.loads <= len(groups) {
 					t.Errorf("%s, %s: %d loads of %d chunks with none kept: passes did not read them again", name, how, pc.loads, len(groups))
+				}
+				if cfg.pack == 1<<40 && pc.loads != len(groups) {
+					t.Errorf("%s, %s: %d loads of %d chunks, all packed: want each read once", name, how, pc.loads, len(groups))
 				}
 			}
 		}

@@ -14,17 +14,14 @@ import (
 
 // Memory per event, measured (docs/performance.md "Memory"): what analyze
 // needs per event of a trace it holds whole (the model and the analysis'
-// scratch: 282-326 bytes measured), and what a trace held in memory keeps.
-const (
-	analysedBytesPerEvent = 320
-	keptBytesPerEvent     = 160
-)
+// scratch: 282-326 bytes measured).
+const analysedBytesPerEvent = 320
 
 // streamPlan is how analyze reads its input.
 type streamPlan struct {
 	stream    bool
-	chunkRows int // rows per chunk (ingest.OpenChunks)
-	keepRows  int // rows of chunks kept between passes (analyze.Options.KeepRows)
+	chunkRows int   // rows per chunk (ingest.OpenChunks)
+	packBytes int64 // memory for chunks kept packed between passes (analyze.Options.PackBytes)
 	mode      string
 }
 
@@ -32,7 +29,9 @@ type streamPlan struct {
 // pipeline replicas at a time. auto streams when the input's events (counted
 // from Arrow headers, ingest.CountRows) would need more than half the
 // memory (--max-memory, else the machine's RAM) analysed whole. Chunks are
-// a tenth of that memory's worth of events; a tenth is kept between passes.
+// a tenth of that memory's worth of events; up to two fifths of it hold
+// chunks packed between passes (trace.Pack, about 30 bytes per event: a
+// trace of up to memory/75 events is read once).
 func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, error) {
 	ram := memTotalBytes()
 	if ram <= 0 {
@@ -45,7 +44,7 @@ func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, 
 		}
 		ram = n
 	}
-	p := streamPlan{mode: mode, chunkRows: int(ram / 10 / analysedBytesPerEvent), keepRows: int(ram / 10 / keptBytesPerEvent)}
+	p := streamPlan{mode: mode, chunkRows: int(ram / 10 / analysedBytesPerEvent), packBytes: ram / 5 * 2}
 	switch mode {
 	case "never":
 		return p, nil
@@ -86,14 +85,16 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 		}
 		return nil, err
 	}
-	// Chunks are read again by each pass: what they allocate is garbage
-	// as soon as the pass moves on. Collect at half the default's growth,
-	// so the heap stays within 1.5x what is live (kept chunks, the chunk
-	// at hand, per-window results) rather than 2x.
-	defer debug.SetGCPercent(debug.SetGCPercent(50))
+	// Chunks are unpacked or read again by each pass: what they allocate
+	// is garbage as soon as the pass moves on. Collect at a quarter of the
+	// default's growth, so the heap stays within 1.25x what is live
+	// (packed chunks, the chunk at hand, per-window results) rather than
+	// 2x; the packed chunks are not scanned (no pointers but their
+	// dictionaries), so collections stay cheap.
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
 	defer bar.done()
-	rep, err := analyze.RunChunks(ch, analyze.Options{Step: step, Progress: onPass, KeepRows: plan.keepRows})
+	rep, err := analyze.RunChunks(ch, analyze.Options{Step: step, Progress: onPass, PackBytes: plan.packBytes})
 	if err != nil {
 		return nil, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}
