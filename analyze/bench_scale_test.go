@@ -74,12 +74,14 @@ func BenchmarkRunChunks(b *testing.B) {
 		{"chunks-reread", func() error { _, err := RunChunks(pc, Options{Step: AllSteps}); return err }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
+			cpu0 := cpuTime()
 			for b.Loop() {
 				if err := c.run(); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(t.Len())*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/float64(t.Len()), "cpu-ns/event")
 		})
 	}
 }

@@ -87,9 +87,22 @@ func gapPass(ix *index, rep *Report) replayPass {
 		}
 	}
 
+	// The durations levels 3 and 4 give a group's ops, rounded once.
+	medianNs := make([]int64, len(g.n))
+	meanNs := make([]int64, len(g.n))
+	for x := range g.n {
+		medianNs[x] = int64(math.Round(g.median[x]))
+		meanNs[x] = int64(math.Round(kindMean[kindOfGroup(x)]))
+	}
+
 	type sums struct{ maxBusy, window [levels]float64 }
+	type scratch struct {
+		dur []int64
+		grp []int32 // group of each compute op (r.comp), -1 for none
+	}
 	per := make([]sums, len(ix.windows))
-	each := func(k int, r *replay, err error) {
+	scs := make([]scratch, workers(len(ix.windows)))
+	each := func(w, k int, r *replay, err error) {
 		s := &per[k]
 		if err != nil {
 			w := ix.windows[k].measured
@@ -103,26 +116,40 @@ func gapPass(ix *index, rep *Report) replayPass {
 			return
 		}
 		t := r.t
-		dur := r.measuredDur()
-		for l := range levels {
-			for op := range dur {
-				row := r.row(op)
-				switch l {
-				case 1:
-					if r.kind[op] == opRecv {
+		sc := &scs[w]
+		// Level 0 is the run with the measured durations, which building
+		// the replay did.
+		s.maxBusy[0], s.window[0] = float64(r.baseMaxBusyNs), float64(r.baseWindowNs)
+		dur := r.measuredDurIn(sc.dur)
+		sc.dur = dur
+		sc.grp = sc.grp[:0]
+		for _, op := range r.comp {
+			sc.grp = append(sc.grp, int32(g.group(t, r.rows[op])))
+		}
+		for l := 1; l < levels; l++ {
+			switch l {
+			case 1:
+				for op, kd := range r.kind {
+					if kd == opRecv {
 						dur[op] = 0
 					}
-				case 2:
-					if r.kind[op] == opOther {
+				}
+			case 2:
+				for op, kd := range r.kind {
+					if kd == opOther {
 						dur[op] = 0
 					}
-				case 3:
-					if x := g.group(t, row); x >= 0 {
-						dur[op] = int64(math.Round(g.median[x]))
+				}
+			case 3:
+				for j, op := range r.comp {
+					if x := sc.grp[j]; x >= 0 {
+						dur[op] = medianNs[x]
 					}
-				case 4:
-					if x := g.group(t, row); x >= 0 {
-						dur[op] = int64(math.Round(kindMean[kindOfGroup(x)]))
+				}
+			case 4:
+				for j, op := range r.comp {
+					if x := sc.grp[j]; x >= 0 {
+						dur[op] = meanNs[x]
 					}
 				}
 			}

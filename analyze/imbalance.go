@@ -183,16 +183,19 @@ func imbalanceReplay(ix *index, rep *Report, accs []imbalanceAcc) replayPass {
 	// 4. Replay every window balanced; predict each step.
 	balanced := make([]int64, len(ix.windows))
 	ok := make([]bool, len(ix.windows))
-	done.each = func(k int, r *replay, err error) {
+	durs := make([][]int64, workers(len(ix.windows)))
+	done.each = func(w, k int, r *replay, err error) {
 		if err != nil {
 			return
 		}
 		t := r.t
-		dur := r.measuredDur()
-		for op := range dur {
-			row := r.row(op)
-			if kk := computeIndex(t.Kind[row]); kk >= 0 {
-				dur[op] = int64(math.Round(float64(dur[op]) * scale[t.Stage[row]][kk]))
+		dur := r.measuredDurIn(durs[w])
+		durs[w] = dur
+		kinds, stages := t.Kind, t.Stage
+		for _, op := range r.comp { // the F, B and W ops
+			row := r.rows[op]
+			if kk := computeIndex(kinds[row]); kk >= 0 {
+				dur[op] = int64(math.Round(float64(dur[op]) * scale[stages[row]][kk]))
 			}
 		}
 		balanced[k], ok[k] = r.run(dur).WindowNs(), true
@@ -223,7 +226,7 @@ func imbalanceReplay(ix *index, rep *Report, accs []imbalanceAcc) replayPass {
 // finish once. Passes that replay share one replay per window
 // (runReplayPasses).
 type replayPass struct {
-	each   func(k int, r *replay, err error) // nil: no replay needed
+	each   func(w, k int, r *replay, err error) // nil: no replay needed; w names the worker (see forEach)
 	finish func()
 }
 
@@ -233,7 +236,7 @@ func runReplayPasses(ix *index, passes ...replayPass) { ix.visit(replayVisit(ix,
 
 // replayVisit is runReplayPasses as a visit.
 func replayVisit(ix *index, passes ...replayPass) visit {
-	var each []func(int, *replay, error)
+	var each []func(int, int, *replay, error)
 	for _, p := range passes {
 		if p.each != nil {
 			each = append(each, p.each)
@@ -247,11 +250,16 @@ func replayVisit(ix *index, passes ...replayPass) visit {
 		}
 	}}
 	if len(each) > 0 {
+		// Each worker reuses one replay's memory from window to window.
+		reuse := make([]*replay, workers(len(ix.windows)))
 		v.want = ix.isReplayable
-		v.window = func(_, k int) {
-			r, err := newReplay(ix.windows[k].t, ix.windows[k], ix.p)
+		v.window = func(w, k int) {
+			r, err := newReplayIn(reuse[w], ix.windows[k].t, ix.windows[k], ix.p)
+			if r != nil {
+				reuse[w] = r
+			}
 			for _, f := range each {
-				f(k, r, err)
+				f(w, k, r, err)
 			}
 		}
 	}

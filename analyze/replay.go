@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -45,6 +46,9 @@ import (
 // rows are out of (rank, seq) order); each run is O(n x TP) (the busy time
 // of a stage merges its ranks' intervals one rank at a time). A replay
 // reuses scratch memory between runs: it is not safe for concurrent use.
+//
+// A replay's memory can be reused for the next window (newReplayIn), so a
+// worker that replays many windows allocates once.
 type replay struct {
 	t     *trace.Trace
 	p     int   // stages of the trace
@@ -58,17 +62,44 @@ type replay struct {
 	rankStage []int32 // stage of each local rank
 	begin     []int64 // clock of each local rank at the start of the window, ns
 	multi     []bool  // per stage: held by more than one rank (TP), so busy needs a union
+	comp      []int32 // the compute ops, rank by rank, each rank's in op order
+	compFirst []int32 // first entry in comp of each local rank; len = ranks + 1
+
+	// base is the run with the measured durations (newReplay checks that
+	// the window does not deadlock with it): its window and busiest stage.
+	baseWindowNs, baseMaxBusyNs int64
 
 	// scratch, reused by run
 	start, end []int64
 	post       []int64
 	pc         []int32
 	clock      []int64
+	rankBusy   []int64 // per local rank: summed durations of its compute ops
 	queued     []bool
 	queue      []int32
+	busy       []int64 // per stage, the result's BusyNs
 	ivs        []interval
-	tmp        []interval
 	merged     []interval
+	winS, winE int64 // earliest start and latest end of F/B/W/P2P ops so far
+	winAny     bool
+
+	// scratch, reused by newReplayIn
+	ranks     []trace.Rank
+	seenStage []bool
+	chanOf    []int32 // per op: its channel (P2P ops only)
+	ord       []int32 // per op: its position in its channel
+	chans     []p2pChan
+	chanFirst []int32 // first channel of each local rank; len = ranks + 1
+	chanOff   []int32
+	arena     []int32
+	dense     []int32 // rank - ranks[0] -> local rank, when the ranks are dense enough
+}
+
+// p2pChan is one rank's sends to, or receives from, one peer.
+type p2pChan struct {
+	peer int32 // local rank of the other side
+	send bool
+	n    int32 // ops
 }
 
 // opKind is how a replay times an op.
@@ -86,7 +117,8 @@ type replayResult struct {
 	StartNs, EndNs int64   // the window: first start to last end of F/B/W/P2P ops
 	BusyNs         []int64 // per stage: union of F/B/W intervals over the stage's ranks
 	// OpStartNs and OpEndNs are each op's replayed times, indexed like the
-	// durations. They belong to the replay and are valid until its next run.
+	// durations. They (and BusyNs) belong to the replay and are valid until
+	// its next run.
 	OpStartNs, OpEndNs []int64
 }
 
@@ -107,9 +139,27 @@ func (r replayResult) MaxBusyNs() int64 {
 // whose peer is not in the window or whose pair has no partner, a stage out
 // of [0, p), or a program that deadlocks under the rules above.
 func newReplay(t *trace.Trace, w *window, p int) (*replay, error) {
+	return newReplayIn(nil, t, w, p)
+}
+
+// grow returns s resliced to n entries, reallocated when too small; the
+// entries' values are unspecified.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/8)
+	}
+	return s[:n]
+}
+
+// newReplayIn is newReplay reusing the memory of r, a replay no longer
+// needed (nil: none). It returns the new replay (r itself when not nil).
+func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 	n := len(w.rows)
 	if n == 0 {
 		return nil, fmt.Errorf("step %d, pipeline %d: no rows", w.step, w.pipeline)
+	}
+	if r == nil {
+		r = &replay{}
 	}
 	rows := w.rows
 	if !sortedByRankSeq(t, rows) {
@@ -122,52 +172,67 @@ func newReplay(t *trace.Trace, w *window, p int) (*replay, error) {
 			return t.Seq[i] < t.Seq[j]
 		})
 	}
-	r := &replay{t: t, p: p, rows: rows, kind: make([]opKind, n), match: make([]int32, n),
-		owner: make([]int32, n), meas: make([]int64, n), multi: make([]bool, p)}
+	r.t, r.p, r.rows = t, p, rows
+	r.kind, r.match, r.owner, r.meas = grow(r.kind, n), grow(r.match, n), grow(r.owner, n), grow(r.meas, n)
+	r.multi = grow(r.multi, p)
+	clear(r.multi)
+	r.first, r.rankStage, r.ranks, r.comp, r.compFirst = r.first[:0], r.rankStage[:0], r.ranks[:0], r.comp[:0], r.compFirst[:0]
+	r.start, r.end, r.post = grow(r.start, n), grow(r.end, n), grow(r.post, n)
 
 	// 1. Ranks, op kinds, measured durations.
-	var ranks []trace.Rank
+	rank, stage, kinds, starts, ends := t.Rank, t.Stage, t.Kind, t.StartNs, t.EndNs
+	kind, meas, match, owner := r.kind[:n], r.meas[:n], r.match[:n], r.owner[:n]
+	lr := int32(-1)
 	for i, row := range rows {
-		if i == 0 || t.Rank[row] != t.Rank[rows[i-1]] {
-			st := t.Stage[row]
+		if i == 0 || rank[row] != rank[rows[i-1]] {
+			st := stage[row]
 			if st < 0 || int(st) >= p {
-				return nil, fmt.Errorf("step %d, pipeline %d: rank %d has stage %d outside [0, %d)", w.step, w.pipeline, t.Rank[row], st, p)
+				return nil, fmt.Errorf("step %d, pipeline %d: rank %d has stage %d outside [0, %d)", w.step, w.pipeline, rank[row], st, p)
 			}
-			ranks = append(ranks, t.Rank[row])
+			r.ranks = append(r.ranks, rank[row])
 			r.first = append(r.first, int32(i))
+			r.compFirst = append(r.compFirst, int32(len(r.comp)))
 			r.rankStage = append(r.rankStage, int32(st))
+			lr++
 		}
-		r.owner[i] = int32(len(ranks) - 1)
-		if t.StartNs[row] == trace.NoTime || t.EndNs[row] == trace.NoTime {
-			return nil, fmt.Errorf("step %d, pipeline %d: rank %d seq %d never ended", w.step, w.pipeline, t.Rank[row], t.Seq[row])
+		owner[i] = lr
+		s, e := starts[row], ends[row]
+		if s == trace.NoTime || e == trace.NoTime {
+			return nil, fmt.Errorf("step %d, pipeline %d: rank %d seq %d never ended", w.step, w.pipeline, rank[row], t.Seq[row])
 		}
-		k := t.Kind[row]
+		k := kinds[row]
 		switch {
 		case k.IsCompute():
-			r.kind[i] = opCompute
+			kind[i] = opCompute
+			r.comp = append(r.comp, int32(i))
 		case k.IsSend():
-			r.kind[i] = opSend
+			kind[i] = opSend
 		case k.IsRecv():
-			r.kind[i] = opRecv
+			kind[i] = opRecv
+		default:
+			kind[i] = opOther
 		}
-		r.meas[i] = max(t.EndNs[row]-t.StartNs[row], 0)
-		r.match[i] = -1
+		meas[i] = max(e-s, 0)
+		match[i] = -1
 	}
 	r.first = append(r.first, int32(n))
-	seenStage := make([]bool, p)
+	r.compFirst = append(r.compFirst, int32(len(r.comp)))
+	nr := len(r.ranks)
+	r.seenStage = grow(r.seenStage, p)
+	clear(r.seenStage)
 	for _, st := range r.rankStage {
-		if seenStage[st] {
+		if r.seenStage[st] {
 			r.multi[st] = true
 		}
-		seenStage[st] = true
+		r.seenStage[st] = true
 	}
 
 	// 2. Each rank's starting clock.
-	r.begin = make([]int64, len(ranks))
-	for lr := range ranks {
+	r.begin = grow(r.begin, nr)
+	for lr := range nr {
 		row := rows[r.first[lr]]
-		b := t.StartNs[row]
-		if k := r.kind[r.first[lr]]; (k == opSend || k == opRecv) && t.IssueNs[row] != trace.NoTime && t.IssueNs[row] <= b {
+		b := starts[row]
+		if k := kind[r.first[lr]]; (k == opSend || k == opRecv) && t.IssueNs[row] != trace.NoTime && t.IssueNs[row] <= b {
 			b = t.IssueNs[row]
 		}
 		r.begin[lr] = b
@@ -175,94 +240,156 @@ func newReplay(t *trace.Trace, w *window, p int) (*replay, error) {
 
 	// 3. NCCL matching: per (src, dst), sends of src to dst in seq order
 	// against receives of dst from src in seq order.
-	if err := r.matchP2P(ranks, w); err != nil {
+	if err := r.matchP2P(w); err != nil {
 		return nil, err
 	}
 	// A receive's transfer starts when both sides are there: a receive
 	// posted before its send spends the gap waiting on the peer, which the
 	// replay re-derives, not transferring.
-	for i, k := range r.kind {
+	for i, k := range kind {
 		if k == opRecv {
-			recv, send := rows[i], rows[r.match[i]]
-			r.meas[i] = max(t.EndNs[recv]-max(t.StartNs[recv], t.StartNs[send]), 0)
+			recv, send := rows[i], rows[match[i]]
+			meas[i] = max(ends[recv]-max(starts[recv], starts[send]), 0)
 		}
 	}
 
 	// 4. A program that deadlocks does so whatever the durations: check
 	// once.
-	if _, ok := r.runChecked(r.meas); !ok {
+	res, ok := r.runChecked(r.meas)
+	if !ok {
 		return nil, fmt.Errorf("step %d, pipeline %d: the ranks' P2P orders deadlock on replay", w.step, w.pipeline)
 	}
+	r.baseWindowNs, r.baseMaxBusyNs = res.WindowNs(), res.MaxBusyNs()
 	return r, nil
 }
 
 func sortedByRankSeq(t *trace.Trace, rows []int) bool {
+	rank, seq := t.Rank, t.Seq
 	for k := 1; k < len(rows); k++ {
 		i, j := rows[k-1], rows[k]
-		if t.Rank[j] < t.Rank[i] || t.Rank[j] == t.Rank[i] && t.Seq[j] < t.Seq[i] {
+		if rank[j] < rank[i] || rank[j] == rank[i] && seq[j] < seq[i] {
 			return false
 		}
 	}
 	return true
 }
 
-// matchP2P pairs every SEND with a RECV (and back) in r.match.
-func (r *replay) matchP2P(ranks []trace.Rank, w *window) error {
+// localRank returns the local rank of trace rank pr, or -1 when it has no
+// rows in the window.
+func (r *replay) localRank(pr trace.Rank) int32 {
+	if r.dense != nil {
+		d := int64(pr) - int64(r.ranks[0])
+		if d < 0 || d >= int64(len(r.dense)) {
+			return -1
+		}
+		return r.dense[d]
+	}
+	lp, ok := slices.BinarySearch(r.ranks, pr)
+	if !ok {
+		return -1
+	}
+	return int32(lp)
+}
+
+// matchP2P pairs every SEND with a RECV (and back) in r.match: the k-th
+// send of a rank to a peer with the k-th receive of the peer from the
+// rank. Each P2P op is numbered in its channel (its rank's sends to, or
+// receives from, one peer; a rank has few), then each channel of sends is
+// matched with its peer's channel of receives.
+func (r *replay) matchP2P(w *window) error {
 	t := r.t
-	type queue struct {
-		peer int32   // local rank of the other side
-		ops  []int32 // this rank's ops to or from peer, in seq order
+	nr := len(r.ranks)
+	// Local ranks by table when the ranks are dense enough, else by search.
+	r.dense = r.dense[:0]
+	if span := int64(r.ranks[nr-1]) - int64(r.ranks[0]) + 1; span <= 64*int64(nr)+1024 {
+		r.dense = grow(r.dense, int(span))
+		for i := range r.dense {
+			r.dense[i] = -1
+		}
+		for lr, rk := range r.ranks {
+			r.dense[int64(rk)-int64(r.ranks[0])] = int32(lr)
+		}
+	} else {
+		r.dense = nil
 	}
-	sends := make([][]queue, len(ranks))
-	recvs := make([][]queue, len(ranks))
-	push := func(qs []queue, peer, op int32) []queue {
-		for k := range qs {
-			if qs[k].peer == peer {
-				qs[k].ops = append(qs[k].ops, op)
-				return qs
+	n := len(r.rows)
+	r.chanOf, r.ord = grow(r.chanOf, n), grow(r.ord, n)
+	r.chans, r.chanFirst = r.chans[:0], r.chanFirst[:0]
+	peers, kind := t.Peer, r.kind
+	for lr := range nr {
+		r.chanFirst = append(r.chanFirst, int32(len(r.chans)))
+		cf := len(r.chans)
+		for i := r.first[lr]; i < r.first[lr+1]; i++ {
+			k := kind[i]
+			if k != opSend && k != opRecv {
+				continue
 			}
-		}
-		return append(qs, queue{peer: peer, ops: []int32{op}})
-	}
-	for i, row := range r.rows {
-		k := r.kind[i]
-		if k != opSend && k != opRecv {
-			continue
-		}
-		pr := t.Peer[row]
-		lp, ok := slices.BinarySearch(ranks, pr)
-		if !ok {
-			return fmt.Errorf("step %d, pipeline %d: rank %d seq %d: peer %d has no rows in the window", w.step, w.pipeline, t.Rank[row], t.Seq[row], pr)
-		}
-		me := r.owner[i]
-		if k == opSend {
-			sends[me] = push(sends[me], int32(lp), int32(i))
-		} else {
-			recvs[me] = push(recvs[me], int32(lp), int32(i))
-		}
-	}
-	for src, qs := range sends {
-		for _, q := range qs {
-			var rq []int32
-			for _, x := range recvs[q.peer] {
-				if x.peer == int32(src) {
-					rq = x.ops
+			row := r.rows[i]
+			pr := peers[row]
+			lp := r.localRank(pr)
+			if lp < 0 {
+				return fmt.Errorf("step %d, pipeline %d: rank %d seq %d: peer %d has no rows in the window", w.step, w.pipeline, t.Rank[row], t.Seq[row], pr)
+			}
+			send := k == opSend
+			c := -1
+			for x := cf; x < len(r.chans); x++ {
+				if r.chans[x].peer == lp && r.chans[x].send == send {
+					c = x
+					break
 				}
 			}
-			if len(rq) != len(q.ops) {
-				return fmt.Errorf("step %d, pipeline %d: rank %d sends %d ops to rank %d, which receives %d", w.step, w.pipeline, ranks[src], len(q.ops), ranks[q.peer], len(rq))
+			if c < 0 {
+				c = len(r.chans)
+				r.chans = append(r.chans, p2pChan{peer: lp, send: send})
 			}
-			for k, s := range q.ops {
-				r.match[s], r.match[rq[k]] = rq[k], s
+			r.chanOf[i], r.ord[i] = int32(c), r.chans[c].n
+			r.chans[c].n++
+		}
+	}
+	r.chanFirst = append(r.chanFirst, int32(len(r.chans)))
+	// Each channel's ops, in order, in one arena.
+	r.chanOff = grow(r.chanOff, len(r.chans)+1)
+	r.chanOff[0] = 0
+	for c, ch := range r.chans {
+		r.chanOff[c+1] = r.chanOff[c] + ch.n
+	}
+	r.arena = grow(r.arena, int(r.chanOff[len(r.chans)]))
+	for i, k := range kind {
+		if k == opSend || k == opRecv {
+			r.arena[r.chanOff[r.chanOf[i]]+r.ord[i]] = int32(i)
+		}
+	}
+	// Sends of src to dst against receives of dst from src.
+	for src := range nr {
+		for c := r.chanFirst[src]; c < r.chanFirst[src+1]; c++ {
+			ch := r.chans[c]
+			if !ch.send {
+				continue
+			}
+			rc := int32(-1)
+			for x := r.chanFirst[ch.peer]; x < r.chanFirst[ch.peer+1]; x++ {
+				if !r.chans[x].send && r.chans[x].peer == int32(src) {
+					rc = x
+				}
+			}
+			var nRecv int32
+			if rc >= 0 {
+				nRecv = r.chans[rc].n
+			}
+			if nRecv != ch.n {
+				return fmt.Errorf("step %d, pipeline %d: rank %d sends %d ops to rank %d, which receives %d", w.step, w.pipeline, r.ranks[src], ch.n, r.ranks[ch.peer], nRecv)
+			}
+			ss := r.arena[r.chanOff[c]:r.chanOff[c+1]]
+			rs := r.arena[r.chanOff[rc]:r.chanOff[rc+1]]
+			for k, s := range ss {
+				r.match[s], r.match[rs[k]] = rs[k], s
 			}
 		}
 	}
-	for dst, qs := range recvs {
-		for _, q := range qs {
-			for _, op := range q.ops {
-				if r.match[op] < 0 {
-					return fmt.Errorf("step %d, pipeline %d: rank %d receives from rank %d, which sends nothing", w.step, w.pipeline, ranks[dst], ranks[q.peer])
-				}
+	for dst := range nr {
+		for c := r.chanFirst[dst]; c < r.chanFirst[dst+1]; c++ {
+			if ch := r.chans[c]; !ch.send && ch.n > 0 && r.match[r.arena[r.chanOff[c]]] < 0 {
+				return fmt.Errorf("step %d, pipeline %d: rank %d receives from rank %d, which sends nothing", w.step, w.pipeline, r.ranks[dst], r.ranks[ch.peer])
 			}
 		}
 	}
@@ -281,6 +408,10 @@ func (r *replay) row(i int) int { return r.rows[i] }
 // spans count as 0.
 func (r *replay) measuredDur() []int64 { return slices.Clone(r.meas) }
 
+// measuredDurIn is measuredDur written into buf (reallocated when too
+// small), for a caller that reuses it.
+func (r *replay) measuredDurIn(buf []int64) []int64 { return append(buf[:0], r.meas...) }
+
 // run re-times the window with durations dur (indexed by op, see replay)
 // and returns the result. dur must have numOps entries; it is not modified.
 func (r *replay) run(dur []int64) replayResult {
@@ -291,10 +422,9 @@ func (r *replay) run(dur []int64) replayResult {
 // runChecked is run that also reports whether every rank finished.
 func (r *replay) runChecked(dur []int64) (replayResult, bool) {
 	n, nr := len(r.rows), len(r.begin)
-	if r.start == nil {
-		r.start, r.end, r.post = make([]int64, n), make([]int64, n), make([]int64, n)
-		r.pc, r.clock, r.queued = make([]int32, nr), make([]int64, nr), make([]bool, nr)
-	}
+	dur = dur[:n]
+	r.start, r.end, r.post = r.start[:n], r.end[:n], r.post[:n]
+	r.pc, r.clock, r.queued, r.rankBusy = grow(r.pc, nr), grow(r.clock, nr), grow(r.queued, nr), grow(r.rankBusy, nr)
 	for i := range r.post {
 		r.post[i] = trace.NoTime
 	}
@@ -302,9 +432,11 @@ func (r *replay) runChecked(dur []int64) (replayResult, bool) {
 	for lr := range nr {
 		r.pc[lr] = r.first[lr]
 		r.clock[lr] = r.begin[lr]
+		r.rankBusy[lr] = 0
 		r.queued[lr] = true
 		r.queue = append(r.queue, int32(lr))
 	}
+	r.winS, r.winE, r.winAny = math.MaxInt64, math.MinInt64, false
 	for len(r.queue) > 0 {
 		lr := r.queue[len(r.queue)-1]
 		r.queue = r.queue[:len(r.queue)-1]
@@ -321,65 +453,71 @@ func (r *replay) runChecked(dur []int64) (replayResult, bool) {
 }
 
 // advance runs local rank lr until it blocks in a receive or finishes.
+// It keeps the rank's program counter and clock in locals: no other rank
+// changes them while it runs (a send wakes only a rank blocked in a
+// receive, never the running one).
 func (r *replay) advance(lr int32, dur []int64) {
+	kind, match, post, start, end, owner := r.kind, r.match, r.post, r.start, r.end, r.owner
 	stop := r.first[lr+1]
-	for r.pc[lr] < stop {
-		i := r.pc[lr]
-		now := r.clock[lr]
-		switch r.kind[i] {
+	i, now := r.pc[lr], r.clock[lr]
+	ws, we, any := r.winS, r.winE, r.winAny
+	var busy int64
+	for ; i < stop; i++ {
+		switch kind[i] {
 		case opSend:
-			r.post[i] = now
-			if j := r.match[i]; r.post[j] != trace.NoTime {
+			post[i] = now
+			if j := match[i]; post[j] != trace.NoTime {
 				// The receiver is blocked in j: the transfer completes it.
-				r.transfer(i, j, dur[j])
-				rr := r.owner[j]
-				r.clock[rr] = r.end[j]
+				st := max(now, post[j])
+				e := st + dur[j]
+				start[i], end[i], start[j], end[j] = st, e, st, e
+				ws, we, any = min(ws, st), max(we, e), true
+				rr := owner[j]
+				r.clock[rr] = e
 				r.pc[rr]++
-				if !r.queued[rr] && rr != lr {
+				if !r.queued[rr] {
 					r.queued[rr] = true
 					r.queue = append(r.queue, rr)
 				}
 			}
 		case opRecv:
-			if r.post[i] == trace.NoTime {
-				r.post[i] = now
+			if post[i] == trace.NoTime {
+				post[i] = now
 			}
-			j := r.match[i]
-			if r.post[j] == trace.NoTime {
-				return // blocked until the send is posted
+			j := match[i]
+			if post[j] == trace.NoTime {
+				// Blocked until the send is posted.
+				r.pc[lr], r.clock[lr], r.rankBusy[lr] = i, now, r.rankBusy[lr]+busy
+				r.winS, r.winE, r.winAny = ws, we, any
+				return
 			}
-			r.transfer(j, i, dur[i])
-			r.clock[lr] = r.end[i]
+			st := max(post[j], post[i])
+			e := st + dur[i]
+			start[i], end[i], start[j], end[j] = st, e, st, e
+			ws, we, any = min(ws, st), max(we, e), true
+			now = e
+		case opCompute:
+			d := dur[i]
+			start[i], end[i] = now, now+d
+			ws, we, any = min(ws, now), max(we, now+d), true
+			busy += d
+			now += d
 		default:
-			r.start[i], r.end[i] = now, now+dur[i]
-			r.clock[lr] = r.end[i]
+			start[i], end[i] = now, now+dur[i]
+			now += dur[i]
 		}
-		r.pc[lr]++
 	}
-}
-
-// transfer times the matched pair (send s, recv v) lasting d ns.
-func (r *replay) transfer(s, v int32, d int64) {
-	st := max(r.post[s], r.post[v])
-	r.start[s], r.end[s] = st, st+d
-	r.start[v], r.end[v] = st, st+d
+	r.pc[lr], r.clock[lr], r.rankBusy[lr] = i, now, r.rankBusy[lr]+busy
+	r.winS, r.winE, r.winAny = ws, we, any
 }
 
 // result measures the window and busy time of the last run.
 func (r *replay) result() replayResult {
-	res := replayResult{StartNs: 0, EndNs: 0, BusyNs: make([]int64, r.p), OpStartNs: r.start, OpEndNs: r.end}
-	first := true
-	for i := range r.rows {
-		if r.kind[i] == opOther {
-			continue
-		}
-		if first || r.start[i] < res.StartNs {
-			res.StartNs = r.start[i]
-		}
-		if first || r.end[i] > res.EndNs {
-			res.EndNs = r.end[i]
-		}
-		first = false
+	r.busy = grow(r.busy, r.p)
+	clear(r.busy)
+	res := replayResult{BusyNs: r.busy, OpStartNs: r.start, OpEndNs: r.end}
+	if r.winAny {
+		res.StartNs, res.EndNs = r.winS, r.winE
 	}
 	for st := range r.p {
 		if !r.multi[st] {
@@ -392,27 +530,19 @@ func (r *replay) result() replayResult {
 			if int(s) != st {
 				continue
 			}
-			r.tmp = r.tmp[:0]
-			for i := r.first[lr]; i < r.first[lr+1]; i++ {
-				if r.kind[i] == opCompute {
-					r.tmp = append(r.tmp, interval{r.start[i], r.end[i]})
-				}
-			}
-			r.merged = mergeSorted(r.merged[:0], r.ivs, r.tmp)
+			ops := r.comp[r.compFirst[lr]:r.compFirst[lr+1]]
+			r.merged = mergeOps(r.merged[:0], r.ivs, ops, r.start, r.end)
 			r.ivs, r.merged = r.merged, r.ivs
 		}
+		var b int64
 		for _, iv := range r.ivs {
-			res.BusyNs[st] += iv.e - iv.s
+			b += iv.e - iv.s
 		}
+		res.BusyNs[st] = b
 	}
 	for lr, s := range r.rankStage {
-		if r.multi[s] {
-			continue
-		}
-		for i := r.first[lr]; i < r.first[lr+1]; i++ {
-			if r.kind[i] == opCompute {
-				res.BusyNs[s] += r.end[i] - r.start[i]
-			}
+		if !r.multi[s] {
+			res.BusyNs[s] += r.rankBusy[lr]
 		}
 	}
 	return res
@@ -435,6 +565,26 @@ func mergeSorted(dst, a, b []interval) []interval {
 			iv, i = a[i], i+1
 		} else {
 			iv, j = b[j], j+1
+		}
+		if n := len(dst); n > 0 && iv.s <= dst[n-1].e {
+			dst[n-1].e = max(dst[n-1].e, iv.e)
+			continue
+		}
+		dst = append(dst, iv)
+	}
+	return dst
+}
+
+// mergeOps is mergeSorted with b the intervals [start[op], end[op]) of
+// ops, in order.
+func mergeOps(dst, a []interval, ops []int32, start, end []int64) []interval {
+	i, j := 0, 0
+	for i < len(a) || j < len(ops) {
+		var iv interval
+		if j == len(ops) || i < len(a) && a[i].s <= start[ops[j]] {
+			iv, i = a[i], i+1
+		} else {
+			iv, j = interval{start[ops[j]], end[ops[j]]}, j+1
 		}
 		if n := len(dst); n > 0 && iv.s <= dst[n-1].e {
 			dst[n-1].e = max(dst[n-1].e, iv.e)

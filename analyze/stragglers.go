@@ -442,12 +442,13 @@ func pickStragglers(ix *index, per [][]stragglerCand) []Straggler {
 		if err != nil {
 			return // DelayMs stays 0: the window cannot be re-timed
 		}
-		base := r.run(r.measuredDur()).WindowNs()
+		base := r.baseWindowNs // the run with the measured durations
+		var dur []int64
 		for _, j := range byWin[k] {
 			c := &cs[j]
-			dur := r.measuredDur()
-			for op := range r.numOps() {
-				row := r.row(op)
+			dur = r.measuredDurIn(dur)
+			for _, op := range r.comp { // c.kind is F, B or W
+				row := r.rows[op]
 				if t.Kind[row] == c.kind && int(t.Stage[row]) == c.s.Stage && int(t.Chunk[row]) == c.s.Chunk &&
 					int(t.MicroBatch[row]) == c.s.MicroBatch {
 					dur[op] = min(dur[op], c.target)
