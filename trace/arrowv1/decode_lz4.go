@@ -3,6 +3,7 @@ package arrowv1
 import (
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 )
 
 // LZ4 frames as arrow-go writes them into IPC buffers (pierrec/lz4 with
@@ -121,16 +122,27 @@ func xxh32Short(b []byte) uint32 {
 // their matches are mostly long runs at a short distance (a rank or stage
 // repeated row after row, 4 or 8 bytes apart), which a byte-at-a-time
 // overlapping copy (pierrec's amd64 assembly) decodes at a fraction of
-// memory speed. Here an overlapping match is copied by doubling: the
+// memory speed. Here a long overlapping match is copied by doubling: the
 // period is copied once, then the copied part is copied after itself, so a
-// run of n bytes takes log2(n/offset) memmoves. FuzzLZ4Block checks it
-// against pierrec's decoder.
+// run of n bytes takes log2(n/offset) memmoves.
+//
+// The other common sequence of a column is short: a few literal bytes
+// (the low bytes of a time or a count), then a short match 8 or 4 bytes
+// back (its high bytes, and the next row's). Such sequences are decoded
+// by lz4Short while src and dst have room for its fixed-size moves; the
+// rest, and the block's end, here. FuzzLZ4Block checks it against
+// pierrec's decoder.
 func lz4Block(src, dst []byte) (n int, ok bool) {
 	if len(src) == 0 {
 		return 0, true // as pierrec: an empty block decodes to nothing
 	}
 	si, di := 0, 0
 	for {
+		if len(src)-si >= lz4SrcRoom && len(dst)-di >= lz4DstRoom {
+			if si, di, ok = lz4Short(src, dst, si, di); !ok {
+				return 0, false
+			}
+		}
 		if si == len(src) { // after a match: pierrec takes that as the end
 			return di, true
 		}
@@ -206,4 +218,103 @@ func lz4Block(src, dst []byte) (n int, ok bool) {
 		}
 		di += ml
 	}
+}
+
+// The room lz4Short needs: a sequence it decodes reads at most 1 + 16 + 2
+// bytes of src (token, a 16-byte move of at most 14 literals, offset) and
+// writes at most 14 + 24 bytes of dst (the literals' move, three 8-byte
+// moves of a match of at most 18 bytes).
+const (
+	lz4SrcRoom = 1 + 16 + 2
+	lz4DstRoom = 14 + 24
+)
+
+// lz4Short decodes the sequences of src from si into dst from di for as
+// long as they are short (fewer than 15 literals, a match of at most 18
+// bytes) and src and dst have lz4SrcRoom and lz4DstRoom bytes left, and
+// returns where it stopped, at a token. Its moves have fixed sizes and
+// may write bytes past the sequence (never past len(dst)), which later
+// sequences overwrite. ok is false for a match before the start of dst.
+//
+// A match 8 or 4 bytes back repeats the last 8 bytes written, which are
+// kept in a register (w): reading them back from dst would stall on every
+// such sequence, as they were just written in pieces (the literals' move,
+// the last match's) that the load spans.
+func lz4Short(src, dst []byte, si, di int) (int, int, bool) {
+	ps := unsafe.Pointer(unsafe.SliceData(src))
+	pd := unsafe.Pointer(unsafe.SliceData(dst))
+	sEnd, dEnd := len(src)-lz4SrcRoom, len(dst)-lz4DstRoom
+	var w uint64 // dst[di-8:di], little-endian (bytes before dst[0]: anything)
+	if di >= 8 {
+		w = binary.LittleEndian.Uint64(dst[di-8:])
+	} else {
+		for k := range di {
+			w = w>>8 | uint64(dst[k])<<56
+		}
+	}
+	for si <= sEnd && di <= dEnd {
+		tok := uint(*(*byte)(unsafe.Add(ps, si)))
+		if tok&0xf0 == 0xf0 || tok&0x0f == 0x0f {
+			break
+		}
+		lit := tok >> 4
+		a := unsafe.Add(ps, si+1)
+		*(*[16]byte)(unsafe.Add(pd, di)) = *(*[16]byte)(a)
+		if lit < 8 {
+			// lit 0 leaves w: its literals are shifted in by 64 bits.
+			w = w>>(8*lit&63) | *(*uint64)(a)<<(63-8*lit&63)<<1
+		} else {
+			w = *(*uint64)(unsafe.Add(a, lit-8))
+		}
+		si += 1 + int(lit)
+		di += int(lit)
+		off := int(*(*uint16)(unsafe.Add(ps, si)))
+		si += 2
+		if off == 0 || off > di {
+			return si, di, false
+		}
+		ml := int(tok&15) + 4
+		p := unsafe.Add(pd, di)
+		q := unsafe.Add(pd, di-off)
+		switch {
+		case off == 8:
+			*(*uint64)(p) = w
+			*(*uint64)(unsafe.Add(p, 8)) = w
+			*(*uint64)(unsafe.Add(p, 16)) = w
+			w = bits.RotateLeft64(w, -8*(ml&7))
+		case off == 4:
+			v := w >> 32
+			v |= v << 32
+			*(*uint64)(p) = v
+			*(*uint64)(unsafe.Add(p, 8)) = v
+			*(*uint64)(unsafe.Add(p, 16)) = v
+			w = bits.RotateLeft64(v, -8*(ml&7))
+		case off > 8:
+			// Each move reads bytes already written; w, the match's
+			// last 8 bytes, from the registers.
+			v1 := *(*uint64)(q)
+			*(*uint64)(p) = v1
+			v2 := *(*uint64)(unsafe.Add(q, 8))
+			*(*uint64)(unsafe.Add(p, 8)) = v2
+			v3 := *(*uint64)(unsafe.Add(q, 16))
+			*(*uint64)(unsafe.Add(p, 16)) = v3
+			switch t := uint(ml - 8); {
+			case ml < 8:
+				w = w>>(8*uint(ml)&63) | v1<<(64-8*uint(ml)&63)
+			case t < 8:
+				w = v1>>(8*t&63) | v2<<(63-8*t&63)<<1
+			default:
+				t -= 8
+				w = v2>>(8*t&63) | v3<<(63-8*t&63)<<1
+			}
+		default:
+			for k := range ml {
+				b := *(*byte)(unsafe.Add(q, k))
+				*(*byte)(unsafe.Add(p, k)) = b
+				w = w>>8 | uint64(b)<<56
+			}
+		}
+		di += ml
+	}
+	return si, di, true
 }

@@ -15,7 +15,7 @@ func lz4Seeds(tb testing.TB) [][]byte {
 	rng := rand.New(rand.NewSource(1))
 	var raws [][]byte
 	for _, n := range []int{1, 7, 64, 1000, 65536} {
-		var rank, times, random, mixed bytes.Buffer
+		var rank, times, random, mixed, periodic bytes.Buffer
 		t := int64(1e12)
 		for rank.Len() < n {
 			binary.Write(&rank, binary.LittleEndian, int32(7))
@@ -34,7 +34,18 @@ func lz4Seeds(tb testing.TB) [][]byte {
 				mixed.Write([]byte{1, 0, 0, 0})
 			}
 		}
-		raws = append(raws, rank.Bytes()[:n], times.Bytes()[:n], random.Bytes()[:n], mixed.Bytes()[:n])
+		// Short runs of every period from 1 to 24 bytes between a few
+		// literals: the short matches lz4Short copies, at every offset.
+		for periodic.Len() < n {
+			p := 1 + rng.Intn(24)
+			pat := make([]byte, p)
+			rng.Read(pat)
+			for k := 4 + rng.Intn(20); k > 0; k-- {
+				periodic.Write(pat[:min(p, k)])
+			}
+			periodic.Write(pat[:rng.Intn(p)])
+		}
+		raws = append(raws, rank.Bytes()[:n], times.Bytes()[:n], random.Bytes()[:n], mixed.Bytes()[:n], periodic.Bytes()[:n])
 	}
 	var out [][]byte
 	for _, raw := range raws {
