@@ -169,6 +169,7 @@ type conformanceRank struct {
 	rank     trace.Rank
 	stage    int
 	rows     []int // the rank's rows in the window, in seq order
+	lo, hi   int   // rows is the window's rows[lo:hi] when the window's rows are grouped by rank (conformanceWindow.sliced)
 	opt      int   // its last OPT or OPT_SKIP row; -1 when none
 	optKind  trace.Kind
 	optEnd   int64 // the end of that row (NoTime when none)
@@ -179,6 +180,7 @@ type conformanceRank struct {
 type conformanceWindow struct {
 	g      *window
 	ranks  []conformanceRank // by rank
+	sliced bool              // the window's rows are grouped by rank: each rank's rows are g.rows[lo:hi]
 	mSeen  int               // 1 + the largest micro-batch of a compute row; 0 when none
 	m      int               // micro-batches the window is compared with; 0: not compared
 	labels int               // 3*v*m: size of a label table
@@ -227,6 +229,7 @@ func conformanceCollect(ix *index) (*conformanceState, visit) {
 		var v int
 		var split bool
 		cw.ranks, cw.mSeen, v, split = cs.group(g)
+		cw.sliced = len(cw.ranks) == 0 || len(cw.ranks[0].rows) == 0 || &cw.ranks[0].rows[0] == &g.rows[cw.ranks[0].lo]
 		for k := range cw.ranks {
 			cw.ranks[k].rows = nil
 		}
@@ -296,6 +299,23 @@ func (cs *conformanceState) group(g *window) (ranks []conformanceRank, mSeen, v 
 	return ranks, mSeen, v, split
 }
 
+// ranksOf returns window wi's ranks with their rows (the window at hand),
+// as group does: the ranks kept by step 1 with their rows sliced again
+// when the window's rows are grouped by rank (no second grouping), else
+// grouped anew. dst is reused.
+func (cs *conformanceState) ranksOf(wi int, dst []conformanceRank) []conformanceRank {
+	cw := &cs.wins[wi]
+	if !cw.sliced {
+		ranks, _, _, _ := cs.group(cw.g)
+		return ranks
+	}
+	dst = append(dst[:0], cw.ranks...)
+	for k := range dst {
+		dst[k].rows = cw.g.rows[dst[k].lo:dst[k].hi:dst[k].hi]
+	}
+	return dst
+}
+
 // sizeOK reports whether a window can be compared with schedules of m
 // micro-batches: p*m*v must stay within conformanceMaxActions and, above
 // 1<<16, within the trace's row count (a complete step has about 6*p*m*v
@@ -329,7 +349,7 @@ func conformanceGroup(t *trace.Trace, rows []int, p int) []conformanceRank {
 		}
 		i := rows[lo]
 		if st := int(t.Stage[i]); st >= 0 && st < p {
-			out = append(out, conformanceRank{rank: t.Rank[i], stage: st, rows: rows[lo:hi:hi], opt: -1})
+			out = append(out, conformanceRank{rank: t.Rank[i], stage: st, rows: rows[lo:hi:hi], lo: lo, hi: hi, opt: -1})
 		}
 		lo = hi
 	}
@@ -447,9 +467,26 @@ type conformanceResult struct {
 	matched, extra, missing, outOfOrder int
 }
 
+// rankLabels returns the labels (conformanceLabel with m, v) of rank r's
+// compute rows with a micro-batch, in order, and those rows, appended to
+// labs and lrows: what compare reads.
+func rankLabels(t *trace.Trace, r *conformanceRank, m, v int, labs, lrows []int32) ([]int32, []int32) {
+	kinds, mbs, chunks := t.Kind, t.MicroBatch, t.Chunk
+	for _, i := range r.rows {
+		if !kinds[i].IsCompute() || mbs[i] < 0 {
+			continue
+		}
+		labs = append(labs, int32(conformanceLabel(kinds[i], int(mbs[i]), int(chunks[i]), m, v)))
+		lrows = append(lrows, int32(i))
+	}
+	return labs, lrows
+}
+
 // compare scores rank r (finished or not) against stage list cs and calls
-// dev for each out-of-order op (nil: only count). See Conformance.
-func (sc *conformanceScratch) compare(t *trace.Trace, r *conformanceRank, cs *conformanceSched, dev func(index, row int, want schedule.Action)) conformanceResult {
+// dev for each of the first maxDev out-of-order ops (dev nil: only count).
+// labs and lrows are the rank's labels with cs's m and v and their rows
+// (rankLabels). See Conformance.
+func (sc *conformanceScratch) compare(r *conformanceRank, labs, lrows []int32, cs *conformanceSched, maxDev int, dev func(index, row int, want schedule.Action)) conformanceResult {
 	var res conformanceResult
 	acts, pos := cs.acts[r.stage], cs.pos[r.stage]
 	if cap(sc.used) < len(acts) {
@@ -457,12 +494,8 @@ func (sc *conformanceScratch) compare(t *trace.Trace, r *conformanceRank, cs *co
 	}
 	used := sc.used[:len(acts)]
 	sc.seq, sc.at, sc.rows = sc.seq[:0], sc.at[:0], sc.rows[:0]
-	n, reach := 0, int32(-1)
-	for _, i := range r.rows {
-		if !t.Kind[i].IsCompute() || t.MicroBatch[i] < 0 {
-			continue
-		}
-		l := conformanceLabel(t.Kind[i], int(t.MicroBatch[i]), int(t.Chunk[i]), cs.m, cs.v)
+	reach := int32(-1)
+	for n, l := range labs {
 		if l < 0 || pos[l] < 0 || used[pos[l]] {
 			res.extra++
 		} else {
@@ -471,9 +504,8 @@ func (sc *conformanceScratch) compare(t *trace.Trace, r *conformanceRank, cs *co
 			reach = max(reach, ps)
 			sc.seq = append(sc.seq, ps)
 			sc.at = append(sc.at, int32(n))
-			sc.rows = append(sc.rows, int32(i))
+			sc.rows = append(sc.rows, lrows[n])
 		}
-		n++
 	}
 	res.matched = len(sc.seq)
 	sc.want = sc.want[:0]
@@ -524,6 +556,10 @@ func (sc *conformanceScratch) compare(t *trace.Trace, r *conformanceRank, cs *co
 	}
 	for k := range sc.seq {
 		if !keep[k] {
+			if maxDev == 0 {
+				break
+			}
+			maxDev--
 			dev(int(sc.at[k]), int(sc.rows[k]), acts[sc.want[k]])
 		}
 	}
@@ -569,30 +605,58 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 	// order, so the per-rank cap keeps the same deviations as a serial pass.
 	per := make([][]candWindow, len(cs.wins))
 	scs := make([]conformanceScratch, workers(len(cs.wins)))
+	// Labels depend on the window's m and the candidate's v: computed
+	// once per rank and v.
+	var vs []int
+	for _, c := range cands {
+		if !slices.Contains(vs, c.v) {
+			vs = append(vs, c.v)
+		}
+	}
+	type labelScratch struct {
+		ranks []conformanceRank
+		labs  [][]int32 // per v in vs
+		rows  []int32
+		off   []int // per rank: first label
+	}
+	lscs := make([]labelScratch, len(scs))
 	window := func(w, wi int) {
 		cw := &cs.wins[wi]
 		t := cw.g.t
-		ranks, _, _, _ := cs.group(cw.g)
+		ls := &lscs[w]
+		ls.ranks = cs.ranksOf(wi, ls.ranks)
+		ranks := ls.ranks
+		if len(ls.labs) < len(vs) {
+			ls.labs = make([][]int32, len(vs))
+		}
+		ls.off = ls.off[:0]
+		for x, v := range vs {
+			ls.labs[x], ls.rows = ls.labs[x][:0], ls.rows[:0]
+			for k := range ranks {
+				if x == 0 {
+					ls.off = append(ls.off, len(ls.labs[x]))
+				}
+				ls.labs[x], ls.rows = rankLabels(t, &ranks[k], cw.m, v, ls.labs[x], ls.rows)
+			}
+		}
+		ls.off = append(ls.off, len(ls.rows))
 		out := make([]candWindow, len(cands))
 		for ci, c := range cands {
 			if c.invalid {
 				continue
 			}
 			s := c.scheds[cw.m]
+			labs := ls.labs[slices.Index(vs, c.v)]
 			cr := &out[ci]
 			for k := range ranks {
 				r := &ranks[k]
-				shown := 0
 				dev := func(index, row int, want schedule.Action) {
-					cr.devN++
-					if shown >= MaxDeviationsPerRank {
-						return
-					}
-					shown++
-					cr.devs = append(cr.devs, Deviation{Step: cw.g.step, Rank: int(r.rank), Stage: r.stage,
-						Index: index, Want: want.String(), Got: conformanceOp(t, row)})
+					cr.devs = append(cr.devs, pendingDeviation{d: Deviation{Step: cw.g.step, Rank: int(r.rank), Stage: r.stage, Index: index},
+						want: want, got: schedule.Action{Kind: t.Kind[row], MicroBatch: int(t.MicroBatch[row]), Chunk: int(t.Chunk[row]), Peer: -1}})
 				}
-				res := scs[w].compare(t, r, s, dev)
+				lo, hi := ls.off[k], ls.off[k+1]
+				res := scs[w].compare(r, labs[lo:hi], ls.rows[lo:hi], s, MaxDeviationsPerRank, dev)
+				cr.devN += res.outOfOrder // one deviation per out-of-order op, the first few kept
 				cr.res.matched += res.matched
 				cr.res.extra += res.extra
 				cr.res.missing += res.missing
@@ -610,7 +674,14 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 type candWindow struct {
 	res  conformanceResult
 	devN int
-	devs []Deviation
+	devs []pendingDeviation
+}
+
+// pendingDeviation is a Deviation whose Want and Got are not rendered yet
+// (most are never reported).
+type pendingDeviation struct {
+	d         Deviation
+	want, got schedule.Action
 }
 
 // rank adds up the windows' comparisons (per, in window order) and picks
@@ -627,11 +698,13 @@ func (cs *conformanceState) rank(out *Conformance, cands []*conformanceCand, per
 			c.missing += cr.res.missing
 			c.outOfOrder += cr.res.outOfOrder
 			c.devN += cr.devN
-			for _, d := range cr.devs {
+			for _, pd := range cr.devs {
+				d := pd.d
 				if c.perRank[trace.Rank(d.Rank)] >= MaxDeviationsPerRank {
 					continue
 				}
 				c.perRank[trace.Rank(d.Rank)]++
+				d.Want, d.Got = pd.want.String(), pd.got.String()
 				c.devs = append(c.devs, d)
 			}
 		}
@@ -710,7 +783,8 @@ func (cs *conformanceState) checkSyncVisit(out *Conformance) visit {
 	scs := make([]syncScratch, workers(len(cs.wins)))
 	return visit{window: func(w, k int) {
 		per[k] = newConformanceViolations()
-		ranks, _, _, _ := cs.group(cs.wins[k].g)
+		scs[w].ranks = cs.ranksOf(k, scs[w].ranks)
+		ranks := scs[w].ranks
 		cs.checkWindow(per[k], cs.wins[k], ranks, cs.best, &scs[w])
 	}, finish: func() { cs.syncFinish(out, per) }}
 }
@@ -734,6 +808,7 @@ func (cs *conformanceState) syncFinish(out *Conformance, per []*conformanceViola
 
 // syncScratch holds the buffers checkWindow reuses.
 type syncScratch struct {
+	ranks []conformanceRank
 	cnt   []int32
 	seenF []bool
 }

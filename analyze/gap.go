@@ -126,32 +126,52 @@ func gapPass(ix *index, rep *Report) replayPass {
 		for _, op := range r.comp {
 			sc.grp = append(sc.grp, int32(g.group(t, r.rows[op])))
 		}
+		// A level that changes no duration that can matter replays like
+		// the one before it: its run is skipped.
 		for l := 1; l < levels; l++ {
+			changed := false
+			set := func(op int, d int64) {
+				if dur[op] != d {
+					dur[op], changed = d, true
+				}
+			}
 			switch l {
 			case 1:
 				for op, kd := range r.kind {
 					if kd == opRecv {
-						dur[op] = 0
+						set(op, 0)
 					}
 				}
 			case 2:
-				for op, kd := range r.kind {
-					if kd == opOther {
-						dur[op] = 0
+				// An op after a rank's last F, B, W or P2P op delays
+				// nothing that is measured: only the others are zeroed.
+				for lr := range len(r.first) - 1 {
+					last := r.first[lr+1] - 1
+					for last >= r.first[lr] && r.kind[last] == opOther {
+						last--
+					}
+					for op := r.first[lr]; op < last; op++ {
+						if r.kind[op] == opOther {
+							set(int(op), 0)
+						}
 					}
 				}
 			case 3:
 				for j, op := range r.comp {
 					if x := sc.grp[j]; x >= 0 {
-						dur[op] = medianNs[x]
+						set(int(op), medianNs[x])
 					}
 				}
 			case 4:
 				for j, op := range r.comp {
 					if x := sc.grp[j]; x >= 0 {
-						dur[op] = meanNs[x]
+						set(int(op), meanNs[x])
 					}
 				}
+			}
+			if !changed {
+				s.maxBusy[l], s.window[l] = s.maxBusy[l-1], s.window[l-1]
+				continue
 			}
 			res := r.run(dur)
 			s.maxBusy[l], s.window[l] = float64(res.MaxBusyNs()), float64(res.WindowNs())

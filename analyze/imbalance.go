@@ -192,11 +192,18 @@ func imbalanceReplay(ix *index, rep *Report, accs []imbalanceAcc) replayPass {
 		dur := r.measuredDurIn(durs[w])
 		durs[w] = dur
 		kinds, stages := t.Kind, t.Stage
+		changed := false
 		for _, op := range r.comp { // the F, B and W ops
 			row := r.rows[op]
 			if kk := computeIndex(kinds[row]); kk >= 0 {
-				dur[op] = int64(math.Round(float64(dur[op]) * scale[stages[row]][kk]))
+				if d := int64(math.Round(float64(dur[op]) * scale[stages[row]][kk])); d != dur[op] {
+					dur[op], changed = d, true
+				}
 			}
+		}
+		if !changed { // the run with the measured durations
+			balanced[k], ok[k] = r.baseWindowNs, true
+			return
 		}
 		balanced[k], ok[k] = r.run(dur).WindowNs(), true
 	}
