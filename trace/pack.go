@@ -370,23 +370,47 @@ func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, tmp *[PackBlockRows]uin
 			return h, putUints(buf, 1, u)
 		}
 	}
-	base := uint64(h.base)
 	switch h.enc {
 	case encFOR:
-		for i, x := range v {
-			u[i] = uint64(int64(x)) - base
-		}
+		return h, putFOR(buf, h.width, v, uint64(h.base))
 	case encDelta:
 		u[0] = 0
 		for i := 1; i < n; i++ {
-			u[i] = uint64(int64(v[i])-int64(v[i-1])) - base
+			u[i] = uint64(int64(v[i])-int64(v[i-1])) - uint64(h.base)
 		}
 	case encRef:
 		for i, x := range v {
-			u[i] = uint64(int64(x)-int64(ref[i])) - base
+			u[i] = uint64(int64(x)-int64(ref[i])) - uint64(h.base)
 		}
 	}
 	return h, putUints(buf, h.width, u)
+}
+
+// putFOR appends v[i] - base, each in w bytes, little-endian.
+func putFOR[T ~int32 | ~int64 | ~uint16](buf []byte, w uint8, v []T, base uint64) []byte {
+	off := len(buf)
+	buf = append(buf, make([]byte, int(w)*len(v))...)
+	p := buf[off:]
+	switch w {
+	case 1:
+		p = p[:len(v)]
+		for i, x := range v {
+			p[i] = uint8(uint64(int64(x)) - base)
+		}
+	case 2:
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(p[2*i:], uint16(uint64(int64(x))-base))
+		}
+	case 4:
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(p[4*i:], uint32(uint64(int64(x))-base))
+		}
+	default:
+		for i, x := range v {
+			binary.LittleEndian.PutUint64(p[8*i:], uint64(int64(x))-base)
+		}
+	}
+	return buf
 }
 
 // smallDict returns the distinct values of v, in order of first
