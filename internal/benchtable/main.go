@@ -390,6 +390,7 @@ func (b *bench) openAndAnalyze(analysis bool) {
 	runtime.ReadMemStats(&ms)
 	row("in-memory model (trace.Trace)", fmt.Sprintf("%.1f B/event", float64(ms.HeapAlloc)/n),
 		fmt.Sprintf("heap after Open and GC; columns alone %d B/event", modelBytes()))
+	b.packed(res.Trace)
 	if !analysis {
 		return
 	}
@@ -418,6 +419,27 @@ func (b *bench) openAndAnalyze(analysis bool) {
 		note += fmt.Sprintf("; %.1fx the decode, %.1fx the page-cache read", all.med/b.decodeSecs, all.med/b.readSecs)
 	}
 	row(fmt.Sprintf("analyze.Run, %d cores", b.procs), rate(n, all, "events/s"), note)
+}
+
+// packed measures trace.Pack and Unpack of t: the packed model's size and
+// how fast a trace is packed and given back (what a streamed analysis does
+// instead of reading a chunk again).
+func (b *bench) packed(t *trace.Trace) {
+	n := float64(t.Len())
+	var p *trace.Packed
+	pack := b.measure(true, func() { p = trace.Pack(t) })
+	row("packed model (trace.Pack)", fmt.Sprintf("%.1f B/event", float64(p.Bytes())/n),
+		fmt.Sprintf("packed at %s, %d cores", rate(n, pack, "events/s"), b.procs))
+	dst := p.Unpack(nil)
+	var one stats
+	withProcs(1, func() { one = b.measure(true, func() { p.Unpack(dst) }) })
+	row("trace.Unpack, 1 core", rate(n, one, "events/s"), "into columns already allocated")
+	all := b.measure(true, func() { p.Unpack(dst) })
+	note := fmt.Sprintf("%.2fx one core", one.med/all.med)
+	if b.decodeSecs > 0 {
+		note += fmt.Sprintf("; %.1fx as fast as the decode", b.decodeSecs/all.med)
+	}
+	row(fmt.Sprintf("trace.Unpack, %d cores", b.procs), rate(n, all, "events/s"), note)
 }
 
 // modelBytes is the size of one row of trace.Trace's columns.
