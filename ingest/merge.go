@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
 )
 
 // mergeParts is trace.Merge for Open, with the same result and errors, but
@@ -49,6 +50,7 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/4), off: make([]int, len(parts)+1)}
 	if !returnMemory {
 		m.every = math.MaxInt64
+		m.recycle = true
 	}
 	for i, p := range parts {
 		m.off[i+1] = m.off[i] + p.Len()
@@ -76,6 +78,11 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 	out.MicroBatch = mergeCol(m, func(t *trace.Trace) *[]trace.MicroBatch { return &t.MicroBatch })
 	out.Peer = mergeCol(m, func(t *trace.Trace) *[]trace.Rank { return &t.Peer })
 	out.Kind = mergeCol(m, func(t *trace.Trace) *[]trace.Kind { return &t.Kind })
+	if m.recycle {
+		for _, p := range parts {
+			arrowv1.Recycle(p)
+		}
+	}
 	out.SortByRankSeq()
 	return out, nil
 }
@@ -94,6 +101,9 @@ type colMerger struct {
 	n     int
 	every int64 // bytes freed between two returns
 	freed int64
+	// recycle keeps the parts' columns (instead of dropping each once
+	// copied) for arrowv1.Recycle after the merge.
+	recycle bool
 }
 
 // mergeCol concatenates one column of every part and empties the parts'.
@@ -120,12 +130,16 @@ func mergeCol[T any](m *colMerger, col func(*trace.Trace) *[]T) []T {
 			for i := first; i < last; i++ {
 				c := col(m.parts[i])
 				copy(out[m.off[i]:m.off[i+1]], *c)
-				*c = nil
+				if !m.recycle {
+					*c = nil
+				}
 			}
 		}(first, last)
 		first = last
 	}
 	wg.Wait()
-	m.freed += int64(m.n) * int64(unsafe.Sizeof(*new(T)))
+	if !m.recycle {
+		m.freed += int64(m.n) * int64(unsafe.Sizeof(*new(T)))
+	}
 	return out
 }

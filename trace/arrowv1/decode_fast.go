@@ -118,9 +118,7 @@ func fastRead(frames []frame, n int) (t *trace.Trace, batches int, ok bool) {
 	if int64(rows)*160 > readLimit(n) {
 		return nil, 0, false
 	}
-	t = &trace.Trace{Meta: plan.meta}
-	t.Grow(rows)
-	setLen(t, rows)
+	t = newTrace(plan.meta, rows)
 
 	// 2. Record batches, in parallel.
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(jobs)))
