@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -301,12 +302,21 @@ func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
 		}
 		forEach(len(ks), func(w, i int) { fn(w, ks[i]) })
 		if cs.kept == nil {
+			t := ix.windows[cs.wins[0]].t
 			for _, k := range cs.wins {
 				ix.windows[k].rows, ix.windows[k].t = nil, nil
+			}
+			if cs.packed != nil {
+				unpackPool.Put(t)
 			}
 		}
 	}
 }
+
+// unpackPool holds the columns of packed chunks whose windows are done,
+// for the next chunk to be unpacked into: no allocation (and no zeroing)
+// per chunk and visit.
+var unpackPool sync.Pool
 
 // attach loads chunk c (unpacks it when packed) and hands each of its
 // windows its rows.
@@ -314,7 +324,12 @@ func (ix *index) attach(c int) error {
 	cs := &ix.chunks[c]
 	var t *trace.Trace
 	if cs.packed != nil {
-		t = cs.packed.Unpack(nil)
+		// Into the columns of a chunk unpacked before: forWindows lets
+		// a chunk's windows go before it hands its columns back, and
+		// nothing keeps a chunk's trace beyond its windows
+		// (TestRunChunksIsRun unpacks every chunk into the same columns).
+		dst, _ := unpackPool.Get().(*trace.Trace)
+		t = cs.packed.Unpack(dst)
 	} else {
 		var err error
 		if t, err = ix.src.Chunk(c); err != nil {

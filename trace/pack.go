@@ -220,24 +220,24 @@ func packBlock(t *Trace, lo, hi int) packedBlock {
 	defer packScratchPool.Put(ps)
 	buf := ps.buf[:0]
 	h, u := &blk.hdr, &ps.tmp
-	h[ColRank], buf = encodeInts(t.Rank[lo:hi], nil, u, buf)
-	h[ColPipeline], buf = encodeInts(t.Pipeline[lo:hi], nil, u, buf)
-	h[ColStage], buf = encodeInts(t.Stage[lo:hi], nil, u, buf)
-	h[ColTPRank], buf = encodeInts(t.TPRank[lo:hi], nil, u, buf)
-	h[ColChunk], buf = encodeInts(t.Chunk[lo:hi], nil, u, buf)
-	h[ColStep], buf = encodeInts(t.Step[lo:hi], nil, u, buf)
-	h[ColMicroBatch], buf = encodeInts(t.MicroBatch[lo:hi], nil, u, buf)
-	h[ColKind], buf = encodeInts(t.Kind[lo:hi], nil, u, buf)
-	h[ColSeq], buf = encodeInts(t.Seq[lo:hi], nil, u, buf)
-	h[ColStartNs], buf = encodeInts(t.StartNs[lo:hi], nil, u, buf)
-	h[ColIssueNs], buf = encodeInts(t.IssueNs[lo:hi], t.StartNs[lo:hi], u, buf)
-	h[ColEndNs], buf = encodeInts(t.EndNs[lo:hi], t.StartNs[lo:hi], u, buf)
-	h[ColPeer], buf = encodeInts(t.Peer[lo:hi], t.Rank[lo:hi], u, buf)
-	h[ColBytes], buf = encodeInts(t.Bytes[lo:hi], nil, u, buf)
-	h[ColTokens], buf = encodeInts(t.Tokens[lo:hi], nil, u, buf)
-	h[ColFlops], buf = encodeInts(asInt64(t.Flops[lo:hi]), nil, u, buf)
-	h[ColMemBytes], buf = encodeInts(t.MemBytes[lo:hi], nil, u, buf)
-	h[ColGroupSeq], buf = encodeInts(t.GroupSeq[lo:hi], nil, u, buf)
+	h[ColRank], buf = encodeInts(t.Rank[lo:hi], nil, false, u, buf)
+	h[ColPipeline], buf = encodeInts(t.Pipeline[lo:hi], nil, false, u, buf)
+	h[ColStage], buf = encodeInts(t.Stage[lo:hi], nil, false, u, buf)
+	h[ColTPRank], buf = encodeInts(t.TPRank[lo:hi], nil, false, u, buf)
+	h[ColChunk], buf = encodeInts(t.Chunk[lo:hi], nil, false, u, buf)
+	h[ColStep], buf = encodeInts(t.Step[lo:hi], nil, true, u, buf)
+	h[ColMicroBatch], buf = encodeInts(t.MicroBatch[lo:hi], nil, false, u, buf)
+	h[ColKind], buf = encodeInts(t.Kind[lo:hi], nil, false, u, buf)
+	h[ColSeq], buf = encodeInts(t.Seq[lo:hi], nil, true, u, buf)
+	h[ColStartNs], buf = encodeInts(t.StartNs[lo:hi], nil, true, u, buf)
+	h[ColIssueNs], buf = encodeInts(t.IssueNs[lo:hi], t.StartNs[lo:hi], false, u, buf)
+	h[ColEndNs], buf = encodeInts(t.EndNs[lo:hi], t.StartNs[lo:hi], false, u, buf)
+	h[ColPeer], buf = encodeInts(t.Peer[lo:hi], t.Rank[lo:hi], false, u, buf)
+	h[ColBytes], buf = encodeInts(t.Bytes[lo:hi], nil, false, u, buf)
+	h[ColTokens], buf = encodeInts(t.Tokens[lo:hi], nil, false, u, buf)
+	h[ColFlops], buf = encodeInts(asInt64(t.Flops[lo:hi]), nil, false, u, buf)
+	h[ColMemBytes], buf = encodeInts(t.MemBytes[lo:hi], nil, true, u, buf)
+	h[ColGroupSeq], buf = encodeInts(t.GroupSeq[lo:hi], nil, true, u, buf)
 	for _, c := range [...]int{ColShape, ColDtype, ColGroup} {
 		var s []string
 		switch c {
@@ -249,7 +249,7 @@ func packBlock(t *Trace, lo, hi int) packedBlock {
 			s = t.Group[lo:hi]
 		}
 		blk.strs = stringCodes(s, blk.strs, ps.codes[:m])
-		blk.hdr[c], buf = encodeInts(ps.codes[:m], nil, &ps.tmp, buf)
+		blk.hdr[c], buf = encodeInts(ps.codes[:m], nil, false, &ps.tmp, buf)
 	}
 	blk.data = append([]byte(nil), buf...)
 	if len(blk.strs) < cap(blk.strs) {
@@ -264,7 +264,7 @@ func stringCodes(s []string, strs []string, codes []int64) []string {
 	var index map[string]int64
 	last, lastCode := "", int64(-1)
 	for i, v := range s {
-		if lastCode >= 0 && v == last {
+		if lastCode >= 0 && len(v) == len(last) && (unsafe.StringData(v) == unsafe.StringData(last) || v == last) {
 			codes[i] = lastCode
 			continue
 		}
@@ -315,38 +315,37 @@ func width(span uint64) uint8 {
 }
 
 // encodeInts chooses the narrowest encoding of v (ref: the column v may be
-// stored against, or nil), appends its payload to buf and returns its
-// header. tmp is scratch.
-func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, tmp *[PackBlockRows]uint64, buf []byte) (colHdr, []byte) {
+// stored against, or nil; delta: whether to try deltas, for the columns
+// that count up), appends its payload to buf and returns its header. tmp
+// is scratch.
+func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, delta bool, tmp *[PackBlockRows]uint64, buf []byte) (colHdr, []byte) {
 	h := colHdr{off: int32(len(buf)), enc: encFOR}
 	n := len(v)
 	if n == 0 {
 		return h, buf
 	}
-	// One pass for the bounds of the values and of their deltas (v[0] is
-	// the header's first under encDelta; its u is 0 and unused).
 	lo, hi := int64(v[0]), int64(v[0])
-	var dlo, dhi int64
-	if n > 1 {
-		dlo = int64(v[1]) - int64(v[0])
-		dhi = dlo
-	}
-	prev := int64(v[0])
 	for _, x := range v[1:] {
-		x := int64(x)
-		lo = min(lo, x)
-		hi = max(hi, x)
-		d := x - prev
-		dlo = min(dlo, d)
-		dhi = max(dhi, d)
-		prev = x
+		lo = min(lo, int64(x))
+		hi = max(hi, int64(x))
 	}
 	h.base, h.width = lo, width(uint64(hi)-uint64(lo))
 	if h.width == 0 {
 		return h, buf
 	}
-	if w := width(uint64(dhi) - uint64(dlo)); w < h.width && n > 1 {
-		h = colHdr{off: h.off, enc: encDelta, width: w, base: dlo, first: int64(v[0])}
+	// Deltas (v[0] is the header's first; its u is 0 and unused).
+	if delta && n > 1 {
+		dlo, dhi := int64(v[1])-int64(v[0]), int64(v[1])-int64(v[0])
+		prev := int64(v[1])
+		for _, x := range v[2:] {
+			d := int64(x) - prev
+			dlo = min(dlo, d)
+			dhi = max(dhi, d)
+			prev = int64(x)
+		}
+		if w := width(uint64(dhi) - uint64(dlo)); w < h.width {
+			h = colHdr{off: h.off, enc: encDelta, width: w, base: dlo, first: int64(v[0])}
+		}
 	}
 	if ref != nil && h.width > 0 {
 		ref = ref[:n]
