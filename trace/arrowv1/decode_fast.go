@@ -2,6 +2,7 @@ package arrowv1
 
 import (
 	"encoding/binary"
+	"maps"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -47,22 +48,66 @@ type fastPlan struct {
 	nbuf    int                   // buffers per record batch
 	kindDic bool
 
-	// strs is the read's one copy of each string value: batches decode
-	// in parallel, each goroutine caching in its decoder what it got here.
+	// in is the read's one copy of each string value: batches decode in
+	// parallel, each goroutine caching in its decoder what it got here.
+	in *interner
+}
+
+// interner is a read's set of strings, shared by its goroutines.
+type interner struct {
 	mu   sync.Mutex
 	strs map[string]string
 }
 
 // intern returns the read's shared copy of v.
 func (p *fastPlan) intern(v []byte) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s, ok := p.strs[string(v)]
+	in := p.in
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	s, ok := in.strs[string(v)]
 	if !ok {
 		s = string(v)
-		p.strs[s] = s
+		in.strs[s] = s
 	}
 	return s
+}
+
+// plans caches fastPlans by schema message: the files of one job (a rank
+// each) usually have the same schema, which arrow-go then parses once,
+// not once per file. A plan in the cache is never changed (reads copy it).
+var plans struct {
+	sync.Mutex
+	m map[string]*fastPlan
+}
+
+// maxPlans bounds the plan cache; past it, the cache starts over.
+const maxPlans = 256
+
+// planFor returns the plan of a read for the schema frame: a copy of the
+// cached one, with its own metadata map and interner.
+func planFor(schemaFrame frame) (*fastPlan, bool) {
+	if len(schemaFrame.body) != 0 {
+		return nil, false
+	}
+	plans.Lock()
+	cached := plans.m[string(schemaFrame.meta)]
+	plans.Unlock()
+	if cached == nil {
+		var ok bool
+		if cached, ok = newFastPlan(schemaFrame); !ok {
+			return nil, false
+		}
+		plans.Lock()
+		if plans.m == nil || len(plans.m) >= maxPlans {
+			plans.m = map[string]*fastPlan{}
+		}
+		plans.m[string(schemaFrame.meta)] = cached
+		plans.Unlock()
+	}
+	p := *cached
+	p.meta.Extra = maps.Clone(p.meta.Extra)
+	p.in = &interner{strs: map[string]string{}}
+	return &p, true
 }
 
 // fastRead decodes frames (a verified schema, then dictionary and record
@@ -80,7 +125,7 @@ func fastRead(frames []frame, n int) (t *trace.Trace, batches int, ok bool) {
 			t, batches, ok = nil, 0, false
 		}
 	}()
-	plan, ok := newFastPlan(frames[0])
+	plan, ok := planFor(frames[0])
 	if !ok {
 		return nil, 0, false
 	}
@@ -203,7 +248,7 @@ func newFastPlan(schemaFrame frame) (*fastPlan, bool) {
 	if !ok {
 		return nil, false
 	}
-	p := &fastPlan{meta: meta, fields: make([]fastField, len(schema.Fields())), strs: map[string]string{}}
+	p := &fastPlan{meta: meta, fields: make([]fastField, len(schema.Fields()))}
 	for f := range p.fields {
 		p.fields[f] = fastField{col: -1, dictID: ids[f]}
 	}
