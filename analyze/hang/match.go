@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -68,6 +69,7 @@ type side struct {
 	next       int32 // per group: the rank's next side with the same peer and direction, -1
 	head, tail int32 // the queue's rows, -1 when empty
 	n          int32 // ops
+	first      int32 // the row of its first op (when n > 0)
 	ch         int32 // its channel
 	other      int32 // the other side of the channel, -1 when it has none (yet)
 }
@@ -104,6 +106,10 @@ type matcher struct {
 	groupOf   map[string]uint32
 	lastGroup string
 	lastGID   uint32
+	// Ranks are scanned in chains (below); visited marks those scanned,
+	// succ is the next one.
+	visited []bool
+	succ    int
 }
 
 // match pairs the k-th send with the k-th receive of every channel and
@@ -126,12 +132,27 @@ func (a *analysis) match() {
 	a.partner = make([]int32, t.Len())
 	m := &matcher{a: a, t: t, byGroup: p2pGroups(t),
 		head: make([]int32, 2*len(a.ranks)), regHead: make([]int32, len(a.ranks))}
+	m.visited = make([]bool, len(a.ranks))
 	if m.byGroup {
 		m.groupOf = map[string]uint32{}
 	}
-	for r := range a.ranks {
-		if ri := &a.ranks[r]; ri.present {
-			m.scan(trace.Rank(r), ri.lo, ri.hi)
+	next := 0 // the lowest rank not visited
+	for r := -1; ; {
+		if r < 0 {
+			for next < len(a.ranks) && (m.visited[next] || !a.ranks[next].present) {
+				next++
+			}
+			if next == len(a.ranks) {
+				break
+			}
+			r = next
+		}
+		m.visited[r] = true
+		m.succ = -1
+		ri := &a.ranks[r]
+		m.scan(trace.Rank(r), ri.lo, ri.hi)
+		if r = m.succ; m.byGroup || r >= 0 && !a.ranks[r].present {
+			r = -1
 		}
 	}
 	m.finish()
@@ -193,6 +214,9 @@ func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind) {
 			sides = m.sides
 		}
 		sd := &sides[s]
+		if sd.n == 0 {
+			sd.first = row
+		}
 		sd.n++
 		if o := sd.other; o >= 0 {
 			if od := &sides[o]; od.head >= 0 {
@@ -208,7 +232,7 @@ func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind) {
 				// The common case, a pair that agrees on everything, without
 				// a call (sr is a send: its counterpart is the kind one above).
 				if step[sr] != step[rr] || mb[sr] != mb[rr] || kind[sr]^1 != kind[rr] ||
-					bytes[sr] != bytes[rr] || shape[sr] != shape[rr] || dtype[sr] != dtype[rr] {
+					bytes[sr] != bytes[rr] || !sameString(shape[sr], shape[rr]) || !sameString(dtype[sr], dtype[rr]) {
 					m.check(sd.ch, sr, rr)
 				}
 				continue
@@ -260,7 +284,10 @@ func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool) int32 {
 	a.chans = append(a.chans, ch)
 	m.chSides = append(m.chSides, [2]int32{-1, -1})
 	m.regNext = append(m.regNext, -1)
-	if peer > r {
+	if !m.visited[peer] {
+		if m.succ < 0 || int(peer) < m.succ {
+			m.succ = int(peer)
+		}
 		m.regNext[c] = m.regHead[peer] - 1
 		m.regHead[peer] = c + 1
 	}
@@ -282,6 +309,9 @@ func (m *matcher) findGrouped(r, peer trace.Rank, k trace.Kind, gid uint32) int3
 // other side, or waits itself.
 func (m *matcher) add(s, row int32) {
 	sd := &m.sides[s]
+	if sd.n == 0 {
+		sd.first = row
+	}
 	sd.n++
 	if o := sd.other; o >= 0 {
 		od := &m.sides[o]
@@ -334,11 +364,73 @@ func (m *matcher) gid(g string) uint32 {
 	return min(m.lastGID, maxGroupID)
 }
 
+// sameString reports whether a and b are the same string: same length and
+// same bytes in memory. Strings read from a file are interned (one copy per
+// value): equal ones are mostly the same; for the others check compares
+// the bytes.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
+}
+
+// renumber puts the channels in the order of their first op in the rows
+// (ranks were not scanned in row order), and renumbers the mismatched
+// pairs' channels to match.
+func (m *matcher) renumber() {
+	a := m.a
+	first := make([]int32, len(a.chans))
+	sorted := true
+	for c := range a.chans {
+		f := int32(-1)
+		for _, s := range m.chSides[c] {
+			if s >= 0 && m.sides[s].n > 0 && (f < 0 || m.sides[s].first < f) {
+				f = m.sides[s].first
+			}
+		}
+		first[c] = f
+		sorted = sorted && (c == 0 || first[c-1] < f)
+	}
+	if sorted {
+		return
+	}
+	// Counting sort by the rank of the first op, then by row within a
+	// rank (a few channels each).
+	rank := m.t.Rank
+	start := make([]int32, len(a.ranks)+1)
+	for _, f := range first {
+		start[rank[f]+1]++
+	}
+	for r := 1; r < len(start); r++ {
+		start[r] += start[r-1]
+	}
+	pos := slices.Clone(start)
+	order := make([]int32, len(first))
+	for c, f := range first {
+		r := rank[f]
+		i := pos[r]
+		pos[r]++
+		for ; i > start[r] && first[order[i-1]] > f; i-- {
+			order[i] = order[i-1]
+		}
+		order[i] = int32(c)
+	}
+	newOf := make([]int32, len(first))
+	chans := make([]channel, len(a.chans))
+	chSides := make([][2]int32, len(a.chans))
+	for i, c := range order {
+		newOf[c] = int32(i)
+		chans[i], chSides[i] = a.chans[c], m.chSides[c]
+	}
+	a.chans, m.chSides = chans, chSides
+	for i := range m.bad {
+		m.bad[i].ch = newOf[m.bad[i].ch]
+	}
 }
 
 // finish fills each channel's op counts and unmatched rows (what waits in
@@ -347,6 +439,7 @@ func (m *matcher) finish() {
 	a := m.a
 	part := a.partner
 	a.rep.Matched += m.matched
+	m.renumber()
 	var extra []int32
 	for c := range a.chans {
 		ch := &a.chans[c]
