@@ -34,8 +34,9 @@ func TestAnalyzeStream(t *testing.T) {
 		}
 	}
 
-	// A small memory budget: auto streams, in chunks of one replica, none
-	// kept between passes; the same output.
+	// A small memory budget: auto streams, in chunks of one replica, those
+	// that fit in two fifths of 64K packed and the others read again by
+	// each pass; the same output.
 	whole, _, _ := ppprof(t, "analyze", "--stream", "never", "--format", "json", dir)
 	if small, stderr, code := ppprof(t, "analyze", "--max-memory", "64K", "--format", "json", dir); code != 0 || small != whole {
 		t.Errorf("--max-memory 64K: exit %d (%s), same output %v", code, stderr, small == whole)
