@@ -404,6 +404,10 @@ type window struct {
 	// spanS and spanE are the earliest start and latest end of any row of
 	// the window, every kind included (MaxInt64 and MinInt64 when none).
 	spanS, spanE int64
+	// sorted: its rows are in (rank, seq) order (found by measureWindow;
+	// a chunk read again has the same rows). Passes that need that order
+	// skip checking it; false only means "not known".
+	sorted bool
 }
 
 // groupWindows groups the rows of t by (step, pipeline), keeping only
@@ -498,8 +502,15 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 		compute[st] = compute[st][:0]
 	}
 	spanS, spanE := int64(math.MaxInt64), int64(math.MinInt64)
-	kinds, starts, ends, stages := t.Kind, t.StartNs, t.EndNs, t.Stage
+	kinds, starts, ends, stages, ranks, seqs := t.Kind, t.StartNs, t.EndNs, t.Stage, t.Rank, t.Seq
+	sorted := true
+	prevRank, prevSeq := trace.Rank(math.MinInt32), int64(math.MinInt64)
 	for _, i := range g.rows {
+		if r, sq := ranks[i], seqs[i]; r < prevRank || r == prevRank && sq < prevSeq {
+			sorted = false
+		} else {
+			prevRank, prevSeq = r, sq
+		}
 		s, e := starts[i], ends[i]
 		if s != trace.NoTime {
 			spanS = min(spanS, s)
@@ -525,7 +536,7 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 			compute[st] = append(compute[st], interval{s, e})
 		}
 	}
-	g.spanS, g.spanE = spanS, spanE
+	g.spanS, g.spanE, g.sorted = spanS, spanE, sorted
 	var parts idleParts
 	if w.StartNs > w.EndNs {
 		w.StartNs, w.EndNs, w.Complete = 0, 0, false

@@ -275,7 +275,7 @@ func (cs *conformanceState) size(vs []int, splits []bool) {
 // and whether it records W.
 func (cs *conformanceState) group(g *window) (ranks []conformanceRank, mSeen, v int, split bool) {
 	t := g.t
-	ranks = conformanceGroup(t, g.rows, cs.p)
+	ranks = conformanceGroup(t, g.rows, g.sorted, cs.p)
 	for k := range ranks {
 		r := &ranks[k]
 		for _, i := range r.rows {
@@ -328,13 +328,16 @@ func (cs *conformanceState) sizeOK(m int) bool {
 // conformanceGroup splits a window's rows by rank, keeping each rank's rows
 // in trace (seq) order. Rows already grouped by rank (a trace sorted by
 // rank and seq) are sliced without copying. A rank whose stage is outside
-// [0, p) (a trace that skipped validation) is left out.
-func conformanceGroup(t *trace.Trace, rows []int, p int) []conformanceRank {
-	sorted := true
-	for k := 1; k < len(rows); k++ {
-		if t.Rank[rows[k]] < t.Rank[rows[k-1]] {
-			sorted = false
-			break
+// [0, p) (a trace that skipped validation) is left out. sorted says the
+// rows are known to be in (rank, seq) order (window.sorted).
+func conformanceGroup(t *trace.Trace, rows []int, sorted bool, p int) []conformanceRank {
+	if !sorted { // not known: check
+		sorted = true
+		for k := 1; k < len(rows); k++ {
+			if t.Rank[rows[k]] < t.Rank[rows[k-1]] {
+				sorted = false
+				break
+			}
 		}
 	}
 	if !sorted {

@@ -175,10 +175,18 @@ type p2pScratch struct {
 // Rows in (rank, seq) order, as ingest and sim leave them, are bucketed by
 // rank pair in one pass; other orders are sorted first.
 func matchTransfers(t *trace.Trace, rows []int, sc *p2pScratch) []transfer {
+	return matchTransfersIn(t, rows, false, sc)
+}
+
+// matchTransfersIn is matchTransfers for rows known to be in (rank, seq)
+// order when sorted is true (no check).
+func matchTransfersIn(t *trace.Trace, rows []int, sorted bool, sc *p2pScratch) []transfer {
 	sc.sends.reset()
 	sc.recvs.reset()
 	sc.out = sc.out[:0]
-	rows = sc.rankSeqOrder(t, rows)
+	if !sorted {
+		rows = sc.rankSeqOrder(t, rows)
+	}
 	for k, i := range rows {
 		if k == 0 || t.Rank[i] != t.Rank[rows[k-1]] {
 			sc.sends.newRank()

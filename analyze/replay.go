@@ -162,7 +162,7 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 		r = &replay{}
 	}
 	rows := w.rows
-	if !sortedByRankSeq(t, rows) {
+	if !w.sorted && !sortedByRankSeq(t, rows) {
 		rows = slices.Clone(rows)
 		sort.SliceStable(rows, func(a, b int) bool {
 			i, j := rows[a], rows[b]

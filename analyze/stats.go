@@ -200,7 +200,7 @@ func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
 		sc.comp[st] = append(sc.comp[st], interval{s, e})
 		a.durs[st][k-trace.F] = append(a.durs[st][k-trace.F], e-s)
 	}
-	trs := matchTransfers(t, g.rows, &sc.p2p)
+	trs := matchTransfersIn(t, g.rows, g.sorted, &sc.p2p)
 	out.sends = p2pWindowSends(t, trs, p, out.sends[:0])
 	for _, tr := range trs {
 		if tr.recv < 0 || tr.durNs() <= 0 {
