@@ -163,7 +163,7 @@ func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result
 	if head {
 		res.Batches = total
 	}
-	if err := t.Validate(); err != nil {
+	if err := validate(t); err != nil {
 		return nil, 0, fmt.Errorf("invalid trace: %w", err)
 	}
 	return res, rows, nil
