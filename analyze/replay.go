@@ -69,6 +69,15 @@ type replay struct {
 	// the window does not deadlock with it): its window and busiest stage.
 	baseWindowNs, baseMaxBusyNs int64
 
+	// segs is the order in which that first run timed the ops, as op
+	// ranges [segs[k], segs[k+1]) each of one rank: a topological order
+	// of the ops (every op after its rank's previous op, every receive
+	// after its send), which every later run follows in one pass (see
+	// run). nil until the first run succeeded.
+	segs []int32
+	// recording: the event-driven run records segs.
+	recording bool
+
 	// scratch, reused by run
 	start, end []int64
 	post       []int64
@@ -255,8 +264,11 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 
 	// 4. A program that deadlocks does so whatever the durations: check
 	// once.
+	r.segs, r.recording = r.segs[:0], true
 	res, ok := r.runChecked(r.meas)
+	r.recording = false
 	if !ok {
+		r.segs = nil
 		return nil, fmt.Errorf("step %d, pipeline %d: the ranks' P2P orders deadlock on replay", w.step, w.pipeline)
 	}
 	r.baseWindowNs, r.baseMaxBusyNs = res.WindowNs(), res.MaxBusyNs()
@@ -414,12 +426,70 @@ func (r *replay) measuredDurIn(buf []int64) []int64 { return append(buf[:0], r.m
 
 // run re-times the window with durations dur (indexed by op, see replay)
 // and returns the result. dur must have numOps entries; it is not modified.
+//
+// The times are the unique solution of the rules' equations (each a max
+// or a sum of earlier times and durations), whatever the order in which
+// they are evaluated, as long as it is a topological one: the order the
+// first, event-driven, run (runChecked) found, recorded in segs, serves
+// every later run, which is one pass over the ops with no queue and no
+// blocking.
 func (r *replay) run(dur []int64) replayResult {
-	res, _ := r.runChecked(dur)
-	return res
+	if r.segs == nil {
+		res, _ := r.runChecked(dur)
+		return res
+	}
+	return r.runOrdered(dur)
 }
 
-// runChecked is run that also reports whether every rank finished.
+// runOrdered is run following r.segs.
+func (r *replay) runOrdered(dur []int64) replayResult {
+	n, nr := len(r.rows), len(r.begin)
+	dur = dur[:n]
+	kind, match, owner, post, start, end := r.kind[:n], r.match[:n], r.owner[:n], r.post[:n], r.start[:n], r.end[:n]
+	clock, rankBusy := r.clock[:nr], r.rankBusy[:nr]
+	copy(clock, r.begin)
+	clear(rankBusy)
+	ws, we, any := int64(math.MaxInt64), int64(math.MinInt64), false
+	segs := r.segs
+	for k := 0; k+1 < len(segs); k += 2 {
+		from, to := segs[k], segs[k+1]
+		lr := owner[from]
+		now := clock[lr]
+		var busy int64
+		for i := from; i < to; i++ {
+			switch kind[i] {
+			case opSend:
+				post[i] = now
+			case opRecv:
+				// Its send was posted earlier in the order.
+				j := match[i]
+				st := max(post[j], now)
+				e := st + dur[i]
+				start[i], end[i], start[j], end[j] = st, e, st, e
+				ws, we, any = min(ws, st), max(we, e), true
+				now = e
+			case opCompute:
+				d := dur[i]
+				start[i], end[i] = now, now+d
+				ws, we, any = min(ws, now), max(we, now+d), true
+				busy += d
+				now += d
+			default:
+				start[i], end[i] = now, now+dur[i]
+				now += dur[i]
+			}
+		}
+		clock[lr] = now
+		rankBusy[lr] += busy
+	}
+	r.winS, r.winE, r.winAny = ws, we, any
+	return r.result()
+}
+
+// runChecked is the event-driven run: each rank runs until it blocks in a
+// receive whose send is not posted, then another; it reports whether
+// every rank finished (false: the window deadlocks). With r.recording it
+// records the order it timed the ops in r.segs.
 func (r *replay) runChecked(dur []int64) (replayResult, bool) {
 	n, nr := len(r.rows), len(r.begin)
 	dur = dur[:n]
@@ -460,6 +530,7 @@ func (r *replay) advance(lr int32, dur []int64) {
 	kind, match, post, start, end, owner := r.kind, r.match, r.post, r.start, r.end, r.owner
 	stop := r.first[lr+1]
 	i, now := r.pc[lr], r.clock[lr]
+	seg := i // start of the current segment (r.recording)
 	ws, we, any := r.winS, r.winE, r.winAny
 	var busy int64
 	for ; i < stop; i++ {
@@ -475,6 +546,11 @@ func (r *replay) advance(lr int32, dur []int64) {
 				rr := owner[j]
 				r.clock[rr] = e
 				r.pc[rr]++
+				if r.recording {
+					// The send, then the receive it completes.
+					r.segs = append(r.segs, seg, i+1, j, j+1)
+					seg = i + 1
+				}
 				if !r.queued[rr] {
 					r.queued[rr] = true
 					r.queue = append(r.queue, rr)
@@ -487,6 +563,9 @@ func (r *replay) advance(lr int32, dur []int64) {
 			j := match[i]
 			if post[j] == trace.NoTime {
 				// Blocked until the send is posted.
+				if r.recording && i > seg {
+					r.segs = append(r.segs, seg, i)
+				}
 				r.pc[lr], r.clock[lr], r.rankBusy[lr] = i, now, r.rankBusy[lr]+busy
 				r.winS, r.winE, r.winAny = ws, we, any
 				return
@@ -506,6 +585,9 @@ func (r *replay) advance(lr int32, dur []int64) {
 			start[i], end[i] = now, now+dur[i]
 			now += dur[i]
 		}
+	}
+	if r.recording && i > seg {
+		r.segs = append(r.segs, seg, i)
 	}
 	r.pc[lr], r.clock[lr], r.rankBusy[lr] = i, now, r.rankBusy[lr]+busy
 	r.winS, r.winE, r.winAny = ws, we, any
