@@ -147,7 +147,12 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	nw := float64(windows)
 	var sumWait float64
 	dists := make([]Dist, 3*p) // sorting is the costly part: stages and kinds in parallel
-	forEach(3*p, func(_, x int) { dists[x] = dist(durs[x/3][x%3]) })
+	scratch := make([][]int64, workers(3*p))
+	forEach(3*p, func(w, x int) {
+		ds := durs[x/3][x%3]
+		scratch[w] = grow(scratch[w], len(ds))
+		dists[x] = distIn(ds, scratch[w])
+	})
 	for st := 0; st < p; st++ {
 		s := &rep.Stages[st]
 		s.F, s.B, s.W = dists[3*st], dists[3*st+1], dists[3*st+2]
@@ -279,7 +284,11 @@ func overlap(a, b []interval) int64 {
 
 // dist summarises ds (ns) (see Dist), reordering it: the order statistics
 // are found by selection, in linear time, not by sorting.
-func dist(ds []int64) Dist {
+func dist(ds []int64) Dist { return distIn(ds, make([]int64, len(ds))) }
+
+// distIn is dist with scratch memory for the selections (selectPair): at
+// least len(ds) values.
+func distIn(ds, scratch []int64) Dist {
 	n := len(ds)
 	if n == 0 {
 		return Dist{}
@@ -290,20 +299,15 @@ func dist(ds []int64) Dist {
 		sum += float64(d) // whole ns: exact in any order below 2^53
 		lo, hi = min(lo, d), max(hi, d)
 	}
-	// ds[n/2] in place, smaller values before it, larger after.
-	mid := selectKth(ds, n/2)
+	below, mid := selectPair(ds, n/2, scratch)
 	med := float64(mid)
 	if n%2 == 0 {
-		below := ds[0]
-		for _, d := range ds[1 : n/2] {
-			below = max(below, d)
-		}
 		med = (float64(below) + med) / 2
 	}
 	k := max(int(math.Ceil(0.95*float64(n)))-1, 0)
 	p95 := mid
 	if k > n/2 {
-		p95 = selectKth(ds[n/2+1:], k-n/2-1)
+		_, p95 = selectPair(ds, k, scratch)
 	}
 	return Dist{N: n, MeanMs: sum / float64(n) / 1e6, MedianMs: med / 1e6,
 		P95Ms: float64(p95) / 1e6, MinMs: float64(lo) / 1e6, MaxMs: float64(hi) / 1e6}

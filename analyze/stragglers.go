@@ -255,12 +255,86 @@ func (b *opGroupsBuilder) fillVisit() visit {
 // reordering xs; buf is scratch, returned for reuse. Linear time on
 // average (selection, not sorting).
 func medianMAD(xs, buf []float64) (med, mad float64, _ []float64) {
-	med = selectMedian(xs)
-	buf = buf[:0]
-	for _, x := range xs {
-		buf = append(buf, math.Abs(x-med))
+	buf = grow(buf, len(xs))
+	med = medianIn(xs, buf) // buf as scratch
+	for i, x := range xs {
+		buf[i] = math.Abs(x - med)
 	}
-	return med, selectMedian(buf), buf
+	return med, medianIn(buf, xs), buf // xs, no longer needed, as scratch
+}
+
+// medianIn is selectMedian using scratch (len(scratch) >= len(xs)) so
+// that a large xs is mostly left alone (selectPair).
+func medianIn[T float64 | int64](xs, scratch []T) T {
+	n := len(xs)
+	if n == 0 {
+		return 0
+	}
+	lo, hi := selectPair(xs, n/2, scratch)
+	if n%2 == 1 {
+		return hi
+	}
+	return (lo + hi) / 2
+}
+
+// b2i is 1 for true, 0 for false (compiled without a branch).
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// selectSample is the sample selectPair narrows its search with.
+const selectSample = 512
+
+// selectPair returns the k-th smallest value of xs (from 0) and, when
+// k > 0, the (k-1)-th (else the zero value), as sorting xs would leave
+// them at xs[k] and xs[k-1]. It may reorder xs; scratch must hold
+// len(xs) values.
+//
+// A large xs is narrowed first (Floyd and Rivest's idea, with a fixed
+// sample): an evenly spaced sample, sorted, gives bounds [lo, hi] that
+// likely bracket both values; one pass counts the values below lo and
+// copies those within the bounds, and the selection runs on that copy,
+// a small part of xs. When the bounds miss, it selects in xs itself.
+// Either way the values are exact.
+func selectPair[T cmp.Ordered](xs []T, k int, scratch []T) (below, at T) {
+	n := len(xs)
+	if n >= 16*selectSample {
+		smp := scratch[:selectSample]
+		step := n / selectSample
+		for j := range smp {
+			smp[j] = xs[j*step]
+		}
+		slices.Sort(smp)
+		const slack = 24 // sample positions either side
+		r := int(int64(k) * selectSample / int64(n))
+		lo, hi := smp[max(r-slack, 0)], smp[min(r+slack, selectSample-1)]
+		// Branch-free: whether x is below or within the bounds is a coin
+		// toss for half of xs.
+		in := scratch[:len(xs)]
+		less, m := 0, 0
+		for _, x := range xs {
+			in[m] = x
+			lt, gt := b2i(x < lo), b2i(x > hi)
+			less += lt
+			m += 1 - lt - gt
+		}
+		in = in[:m]
+		if kk := k - less; kk >= 0 && kk < len(in) && (k == 0 || kk > 0) {
+			at = selectKth(in, kk)
+			if kk > 0 {
+				below = slices.Max(in[:kk])
+			}
+			return below, at
+		}
+	}
+	at = selectKth(xs, k)
+	if k > 0 {
+		below = slices.Max(xs[:k])
+	}
+	return below, at
 }
 
 // selectMedian returns the median of xs (the mean of the two middle values

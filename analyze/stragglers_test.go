@@ -258,3 +258,55 @@ func TestSelectMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectPair: the k-th and (k-1)-th smallest values, checked against a
+// sort, on inputs large enough to be narrowed by the sample (random,
+// sorted, reversed, few distinct values, and a sample that misses: every
+// sampled position holds the minimum, which sends the search back to the
+// whole input).
+func TestSelectPair(t *testing.T) {
+	rng := rand.New(rand.NewSource(34))
+	for it := range 200 {
+		n := 1 + rng.Intn(60000)
+		levels := 1 + rng.Intn(3000)
+		xs := make([]int64, n)
+		for i := range xs {
+			switch it % 5 {
+			case 0:
+				xs[i] = int64(i)
+			case 1:
+				xs[i] = int64(n - i)
+			case 2:
+				xs[i] = int64(rng.Intn(3))
+			case 3:
+				xs[i] = 1 + int64(rng.Intn(levels))
+				if step := n / selectSample; step > 0 && i%step == 0 {
+					xs[i] = 0
+				}
+			default:
+				xs[i] = int64(rng.Intn(levels))
+			}
+		}
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		k := rng.Intn(n)
+		if it%7 == 0 {
+			k = n / 2
+		}
+		lo, hi := selectPair(slices.Clone(xs), k, make([]int64, n))
+		want := int64(0)
+		if k > 0 {
+			want = s[k-1]
+		}
+		if hi != s[k] || lo != want {
+			t.Fatalf("case %d, n %d, k %d: got %d, %d, want %d, %d", it%5, n, k, lo, hi, want, s[k])
+		}
+		fs := make([]float64, n)
+		for i, x := range xs {
+			fs[i] = float64(x) / 7
+		}
+		if got, wantMed := medianIn(fs, make([]float64, n)), (float64(s[(n-1)/2])/7+float64(s[n/2])/7)/2; got != wantMed {
+			t.Fatalf("case %d, n %d: median %v, want %v", it%5, n, got, wantMed)
+		}
+	}
+}
