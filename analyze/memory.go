@@ -88,7 +88,10 @@ func memoryVisit(ix *index, rep *Report) visit {
 		t := g.t
 		sc := a.sc
 		sc.t = t
-		rows := sc.byRank(g.rows)
+		rows := g.rows
+		if !g.sorted { // else grouped by rank already
+			rows = sc.byRank(rows)
+		}
 		for lo := 0; lo < len(rows); {
 			r := t.Rank[rows[lo]]
 			hi := lo + 1

@@ -171,9 +171,33 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
 	t, p := g.t, ix.p
 	kinds, stages, starts, ends := t.Kind, t.Stage, t.StartNs, t.EndNs
-	// Step overhead: every analysed window, complete or not.
+	w := g.measured
+	complete := w.Complete && w.EndNs > w.StartNs
+	sc := &a.sc
+	if complete {
+		a.windows++
+		a.sumT += w.EndNs - w.StartNs
+		for st := range sc.comp {
+			sc.comp[st], sc.recv[st] = sc.comp[st][:0], sc.recv[st][:0]
+		}
+	}
+	// One scan: the compute intervals and durations of a complete window,
+	// and the step overhead of every analysed window, complete or not.
 	for _, i := range g.rows {
 		k := kinds[i]
+		if k.IsCompute() {
+			st := int(stages[i])
+			if !complete || st < 0 || st >= p {
+				continue
+			}
+			s, e := starts[i], ends[i]
+			if s == trace.NoTime || e == trace.NoTime || e < s {
+				continue
+			}
+			sc.comp[st] = append(sc.comp[st], interval{s, e})
+			a.durs[st][k-trace.F] = append(a.durs[st][k-trace.F], e-s)
+			continue
+		}
 		if inPipeline(k) || !k.Valid() {
 			continue
 		}
@@ -183,27 +207,8 @@ func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
 		}
 		out.overhead = append(out.overhead, overheadOp{k, t.Rank[i], interval{s, e}})
 	}
-	w := g.measured
-	if !w.Complete || w.EndNs <= w.StartNs {
+	if !complete {
 		return
-	}
-	sc := &a.sc
-	a.windows++
-	a.sumT += w.EndNs - w.StartNs
-	for st := range sc.comp {
-		sc.comp[st], sc.recv[st] = sc.comp[st][:0], sc.recv[st][:0]
-	}
-	for _, i := range g.rows {
-		k, st := kinds[i], int(stages[i])
-		if !k.IsCompute() || st < 0 || st >= p {
-			continue
-		}
-		s, e := starts[i], ends[i]
-		if s == trace.NoTime || e == trace.NoTime || e < s {
-			continue
-		}
-		sc.comp[st] = append(sc.comp[st], interval{s, e})
-		a.durs[st][k-trace.F] = append(a.durs[st][k-trace.F], e-s)
 	}
 	trs := matchTransfersIn(t, g.rows, g.sorted, &sc.p2p)
 	out.sends = p2pWindowSends(t, trs, p, out.sends[:0])
