@@ -69,7 +69,6 @@ type side struct {
 	next       int32 // per group: the rank's next side with the same peer and direction, -1
 	head, tail int32 // the queue's rows, -1 when empty
 	n          int32 // ops
-	first      int32 // the row of its first op (when n > 0)
 	ch         int32 // its channel
 	other      int32 // the other side of the channel, -1 when it has none (yet)
 }
@@ -90,6 +89,7 @@ type matcher struct {
 	byGroup bool
 	sides   []side
 	chSides [][2]int32 // per channel: its send and receive side, -1 when none
+	chFirst []int32    // per channel: the row of the op that opened it
 	// head, per peer and direction (2*peer + 1 for receives): 1 + the
 	// index in sides of the current rank's side toward that peer (the
 	// first of its chain per group); 0 when none. Indexed by rank: no
@@ -106,27 +106,33 @@ type matcher struct {
 	groupOf   map[string]uint32
 	lastGroup string
 	lastGID   uint32
-	// Ranks are scanned in chains (below); visited marks those scanned,
-	// succ is the next one.
+	// Ranks are scanned in batches along their chains (match); visited
+	// marks those scanned, succ collects the unvisited ranks the current
+	// batch opened channels toward.
 	visited []bool
-	succ    int
+	succ    []int32
 }
 
 // match pairs the k-th send with the k-th receive of every channel and
-// checks every pair's labels, in one pass over the rows in row order
-// (ranks increasing, each in seq order), with arrays indexed by rank
-// rather than hash maps:
+// checks every pair's labels, in one pass over the ranks (each in seq
+// order), with arrays indexed by rank rather than hash maps:
 //
+//   - Ranks are scanned in batches of chainWidth consecutive ranks; the
+//     next batch is the lowest unvisited ranks the batch opened channels
+//     toward (in a pipeline, the next stage of the same replicas), else
+//     the lowest unvisited ranks. The ops a batch leaves waiting are still
+//     in cache when their peers meet them. With groups, batches are in
+//     rank order (the group numbering follows the scan).
 //   - The side of each P2P op is found by indexing an array by peer and
-//     direction; a new side opens a channel (channels come in the order
-//     of their first op) or, toward a lower rank, joins the channel that
-//     rank opened, registered under this rank.
-//   - When the other side of the channel has ops waiting (it belongs to a
-//     lower rank, whose rows came first), the op meets the first of them:
-//     the k-th send meets the k-th receive. Both rows get their partner,
-//     and the pair's labels are checked while this rank's rows are in
-//     cache. Otherwise the op waits in its side's queue.
-//   - What waits in a queue at the end is unmatched.
+//     direction; a new side opens a channel or joins the channel an
+//     earlier rank opened toward this one, registered under this rank.
+//   - When the other side of the channel has ops waiting (its rank was
+//     scanned first), the op meets the first of them: the k-th send meets
+//     the k-th receive. Both rows get their partner, and the pair's labels
+//     are checked while both ranks' rows are in cache. Otherwise the op
+//     waits in its side's queue.
+//   - What waits in a queue at the end is unmatched. Channels are then
+//     renumbered in the order of their first op in the rows.
 func (a *analysis) match() {
 	t := a.t
 	a.partner = make([]int32, t.Len())
@@ -137,22 +143,33 @@ func (a *analysis) match() {
 		m.groupOf = map[string]uint32{}
 	}
 	next := 0 // the lowest rank not visited
-	for r := -1; ; {
-		if r < 0 {
-			for next < len(a.ranks) && (m.visited[next] || !a.ranks[next].present) {
-				next++
+	var batch []int32
+	for {
+		if len(batch) == 0 {
+			for ; next < len(a.ranks) && len(batch) < chainWidth; next++ {
+				if !m.visited[next] && a.ranks[next].present {
+					batch = append(batch, int32(next))
+				}
 			}
-			if next == len(a.ranks) {
+			if len(batch) == 0 {
 				break
 			}
-			r = next
 		}
-		m.visited[r] = true
-		m.succ = -1
-		ri := &a.ranks[r]
-		m.scan(trace.Rank(r), ri.lo, ri.hi)
-		if r = m.succ; m.byGroup || r >= 0 && !a.ranks[r].present {
-			r = -1
+		m.succ = m.succ[:0]
+		for _, r := range batch {
+			m.visited[r] = true
+			ri := &a.ranks[r]
+			m.scan(trace.Rank(r), ri.lo, ri.hi)
+		}
+		batch = batch[:0]
+		if m.byGroup {
+			continue
+		}
+		slices.Sort(m.succ)
+		for i, r := range m.succ {
+			if len(batch) < chainWidth && (i == 0 || r != m.succ[i-1]) && !m.visited[r] && a.ranks[r].present {
+				batch = append(batch, r)
+			}
 		}
 	}
 	m.finish()
@@ -180,7 +197,7 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 		for j, k := range kinds {
 			part[lo+j] = -1
 			if k.IsP2P() {
-				m.add(m.findGrouped(r, peers[j], k, m.gid(groups[j])), int32(lo+j))
+				m.add(m.findGrouped(r, peers[j], k, m.gid(groups[j]), int32(lo+j)), int32(lo+j))
 			}
 		}
 	} else {
@@ -196,49 +213,57 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind) {
 	t := m.t
 	r := t.Rank[lo]
-	part, head, sides := m.a.partner, m.head, m.sides
-	step, mb, kind, bytes, shape, dtype := t.Step, t.MicroBatch, t.Kind, t.Bytes, t.Shape, t.Dtype
+	head, sides := m.head, m.sides
+	// The columns, all of one length n (for the peer's rows), and the
+	// rank's rows of them (j).
+	part := m.a.partner
+	n := len(part)
+	step, mb, kind, bytes, shape, dtype := t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n]
+	hi := lo + len(kinds)
+	ownPart := part[lo:hi]
+	ownStep, ownMB, ownBytes, ownShape, ownDtype := step[lo:hi], mb[lo:hi], bytes[lo:hi], shape[lo:hi], dtype[lo:hi]
 	matched := 0
 	peers = peers[:len(kinds)]
 	for j, k := range kinds {
-		row := int32(lo + j)
 		// SEND_F, RECV_F, SEND_B, RECV_B are 4..7: receives are odd.
 		if uint16(k)-uint16(trace.SendF) >= 4 {
-			part[row] = -1
+			ownPart[j] = -1
 			continue
 		}
+		row := int32(lo + j)
 		p := peers[j]
 		s := head[int(p)<<1|int(k&1)] - 1
 		if s < 0 {
-			s = m.open(r, p, 0, k&1 != 0)
+			s = m.open(r, p, 0, k&1 != 0, row)
 			sides = m.sides
 		}
 		sd := &sides[s]
-		if sd.n == 0 {
-			sd.first = row
-		}
 		sd.n++
 		if o := sd.other; o >= 0 {
 			if od := &sides[o]; od.head >= 0 {
 				// Meet the first op waiting on the other side.
-				q := od.head
-				od.head = part[q]
-				part[q], part[row] = row, q
-				matched++
-				sr, rr := row, q
-				if k&1 != 0 {
-					sr, rr = q, row
+				q := int(od.head)
+				if uint(q) >= uint(n) {
+					panic("hang: row out of range")
 				}
+				od.head = part[q]
+				part[q], ownPart[j] = row, int32(q)
+				matched++
 				// The common case, a pair that agrees on everything, without
-				// a call (sr is a send: its counterpart is the kind one above).
-				if step[sr] != step[rr] || mb[sr] != mb[rr] || kind[sr]^1 != kind[rr] ||
-					bytes[sr] != bytes[rr] || !sameString(shape[sr], shape[rr]) || !sameString(dtype[sr], dtype[rr]) {
-					m.check(sd.ch, sr, rr)
+				// a call (of a send and a receive, the receive's kind is the
+				// send's with the low bit set).
+				if ownStep[j] != step[q] || ownMB[j] != mb[q] || k^kind[q] != 1 ||
+					ownBytes[j] != bytes[q] || !sameString(ownShape[j], shape[q]) || !sameString(ownDtype[j], dtype[q]) {
+					if k&1 != 0 {
+						m.check(sd.ch, int32(q), row)
+					} else {
+						m.check(sd.ch, row, int32(q))
+					}
 				}
 				continue
 			}
 		}
-		part[row] = -1
+		ownPart[j] = -1
 		if sd.tail >= 0 {
 			part[sd.tail] = row
 		} else {
@@ -274,7 +299,7 @@ func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c, o int32) in
 // open makes a new channel for rank r's first op toward peer (a receive
 // when recv) in group gid, and returns r's side of it. A channel toward a
 // higher rank is registered under it.
-func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool) int32 {
+func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool, row int32) int32 {
 	a := m.a
 	c := int32(len(a.chans))
 	ch := channel{src: r, dst: peer, gid: gid}
@@ -283,11 +308,10 @@ func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool) int32 {
 	}
 	a.chans = append(a.chans, ch)
 	m.chSides = append(m.chSides, [2]int32{-1, -1})
+	m.chFirst = append(m.chFirst, row)
 	m.regNext = append(m.regNext, -1)
 	if !m.visited[peer] {
-		if m.succ < 0 || int(peer) < m.succ {
-			m.succ = int(peer)
-		}
+		m.succ = append(m.succ, int32(peer))
 		m.regNext[c] = m.regHead[peer] - 1
 		m.regHead[peer] = c + 1
 	}
@@ -296,22 +320,19 @@ func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool) int32 {
 
 // findGrouped returns rank r's side toward peer in direction k and group
 // gid, opening a channel when there is none.
-func (m *matcher) findGrouped(r, peer trace.Rank, k trace.Kind, gid uint32) int32 {
+func (m *matcher) findGrouped(r, peer trace.Rank, k trace.Kind, gid uint32, row int32) int32 {
 	for s := m.head[int(peer)<<1|int(k&1)] - 1; s >= 0; s = m.sides[s].next {
 		if m.sides[s].gid == gid {
 			return s
 		}
 	}
-	return m.open(r, peer, gid, k&1 != 0)
+	return m.open(r, peer, gid, k&1 != 0, row)
 }
 
 // add is one op, at row, of side s: it meets the first op waiting on the
 // other side, or waits itself.
 func (m *matcher) add(s, row int32) {
 	sd := &m.sides[s]
-	if sd.n == 0 {
-		sd.first = row
-	}
 	sd.n++
 	if o := sd.other; o >= 0 {
 		od := &m.sides[o]
@@ -372,6 +393,8 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
+var chainWidth = 64
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -386,12 +409,11 @@ func (m *matcher) renumber() {
 	a := m.a
 	first := make([]int32, len(a.chans))
 	sorted := true
-	for c := range a.chans {
-		f := int32(-1)
-		for _, s := range m.chSides[c] {
-			if s >= 0 && m.sides[s].n > 0 && (f < 0 || m.sides[s].first < f) {
-				f = m.sides[s].first
-			}
+	for c, f := range m.chFirst {
+		// The other side's first op, when it has ops, met the op that
+		// opened the channel, the first of its side.
+		if s := m.chSides[c][1-m.t.Kind[f]&1]; s >= 0 && m.sides[s].n > 0 {
+			f = min(f, a.partner[f])
 		}
 		first[c] = f
 		sorted = sorted && (c == 0 || first[c-1] < f)
