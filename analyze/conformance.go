@@ -458,7 +458,6 @@ type conformanceScratch struct {
 	used  []bool
 	seq   []int32 // schedule positions of the matched ops, trace order
 	at    []int32 // their index in the rank's compute order
-	rows  []int32 // their rows
 	tails []int32
 	prev  []int32
 	keep  []bool
@@ -496,7 +495,7 @@ func (sc *conformanceScratch) compare(r *conformanceRank, labs, lrows []int32, c
 		sc.used = make([]bool, len(acts))
 	}
 	used := sc.used[:len(acts)]
-	sc.seq, sc.at, sc.rows = sc.seq[:0], sc.at[:0], sc.rows[:0]
+	sc.seq, sc.at = sc.seq[:0], sc.at[:0]
 	reach := int32(-1)
 	for n, l := range labs {
 		if l < 0 || pos[l] < 0 || used[pos[l]] {
@@ -507,7 +506,6 @@ func (sc *conformanceScratch) compare(r *conformanceRank, labs, lrows []int32, c
 			reach = max(reach, ps)
 			sc.seq = append(sc.seq, ps)
 			sc.at = append(sc.at, int32(n))
-			sc.rows = append(sc.rows, lrows[n])
 		}
 	}
 	res.matched = len(sc.seq)
@@ -526,6 +524,9 @@ func (sc *conformanceScratch) compare(r *conformanceRank, labs, lrows []int32, c
 	sc.tails, sc.prev = sc.tails[:0], sc.prev[:0]
 	for k, x := range sc.seq {
 		lo, hi := 0, len(sc.tails)
+		if hi > 0 && sc.seq[sc.tails[hi-1]] < x {
+			lo = hi // extends the longest run: ops in order, the common case
+		}
 		for lo < hi {
 			mid := (lo + hi) / 2
 			if sc.seq[sc.tails[mid]] < x {
@@ -563,7 +564,7 @@ func (sc *conformanceScratch) compare(r *conformanceRank, labs, lrows []int32, c
 				break
 			}
 			maxDev--
-			dev(int(sc.at[k]), int(sc.rows[k]), acts[sc.want[k]])
+			dev(int(sc.at[k]), int(lrows[sc.at[k]]), acts[sc.want[k]])
 		}
 	}
 	return res
