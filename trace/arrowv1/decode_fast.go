@@ -115,6 +115,12 @@ func planFor(schemaFrame frame) (*fastPlan, bool) {
 // input; the caller then uses decodeFrames. n is the input's size, which
 // bounds what may be allocated (readLimit).
 func fastRead(frames []frame, n int) (t *trace.Trace, batches int, ok bool) {
+	return fastReadInto(frames, n, nil)
+}
+
+// fastReadInto is fastRead, with the rows decoded into into when it is not
+// nil (ok is then false unless the frames hold into.n rows).
+func fastReadInto(frames []frame, n int, into *rowRange) (t *trace.Trace, batches int, ok bool) {
 	if !littleEndian || len(frames) == 0 {
 		return nil, 0, false
 	}
@@ -163,7 +169,14 @@ func fastRead(frames []frame, n int) (t *trace.Trace, batches int, ok bool) {
 	if int64(rows)*160 > readLimit(n) {
 		return nil, 0, false
 	}
-	t = newTrace(plan.meta, rows)
+	if into != nil {
+		if rows != into.n {
+			return nil, 0, false
+		}
+		t = into.view(plan.meta)
+	} else {
+		t = newTrace(plan.meta, rows)
+	}
 
 	// 2. Record batches, in parallel.
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(jobs)))

@@ -90,6 +90,12 @@ func ReadHead(data []byte) (res *Result, rows int64, err error) {
 
 // readFramesWith is Read (head false) and ReadHead (head true).
 func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result, int64, error) {
+	return readFramesInto(data, mem, fast, head, nil)
+}
+
+// readFramesInto is readFramesWith, decoding into the rows into (when not
+// nil) when the input holds that many rows (ReadInto).
+func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *rowRange) (*Result, int64, error) {
 	res := &Result{BytesTotal: int64(len(data)), Format: Sniff(data)}
 	if cutBeforeSchema(data) {
 		return nil, 0, ErrNoSchema
@@ -129,6 +135,9 @@ func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result
 			last = i
 		}
 	}
+	if into != nil && (head || rows != int64(into.n)) {
+		into = nil
+	}
 	if head && total > 2 {
 		// Every dictionary, the first and the last record batch.
 		var keep []frame
@@ -150,13 +159,18 @@ func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result
 	var batches int
 	ok := false
 	if fast {
-		t, batches, ok = fastRead(frames, len(data))
+		t, batches, ok = fastReadInto(frames, len(data), into)
 	}
 	if !ok {
 		var err error
 		t, batches, err = decodeFrames(frames, &limitAllocator{mem: mem, limit: readLimit(len(data))})
 		if err != nil {
 			return nil, 0, err
+		}
+		if into != nil && t.Len() == into.n {
+			v := into.view(t.Meta)
+			copyRows(v, t)
+			t = v
 		}
 	}
 	res.Trace, res.Batches = t, batches

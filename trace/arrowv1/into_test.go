@@ -1,0 +1,137 @@
+package arrowv1
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/ppprof/ppprof/trace"
+)
+
+// sameInto checks that ReadInto of data, into rows of a larger trace at a
+// few offsets and with the right and wrong row counts, gives exactly what
+// Read gives (result, rows, metadata, error), places the rows when the
+// count is right and the read succeeds, and touches no other row.
+func sameInto(t *testing.T, name string, data []byte) {
+	t.Helper()
+	want, werr := Read(data)
+	n, cerr := Rows(data)
+	if cerr != nil {
+		n = 3
+	}
+	if werr == nil && int64(want.Trace.Len()) != n {
+		t.Fatalf("%s: Read gave %d rows, Rows counted %d", name, want.Trace.Len(), n)
+	}
+	for _, c := range []struct{ off, n int }{{0, int(n)}, {5, int(n)}, {3, int(n) + 1}, {2, max(int(n)-1, 0)}} {
+		what := fmt.Sprintf("%s: into [%d, %d)", name, c.off, c.off+c.n)
+		const tail = 4
+		dst := MakeRows(c.off + c.n + tail)
+		mark := func(i int) {
+			dst.Rank[i], dst.Seq[i], dst.Shape[i], dst.Group[i], dst.Flops[i] = -7, -7, "mark", "mark", -7
+		}
+		for i := 0; i < c.off; i++ {
+			mark(i)
+		}
+		for i := c.off + c.n; i < dst.Len(); i++ {
+			mark(i)
+		}
+		res, placed, err := ReadInto(data, dst, c.off, c.n)
+		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+			t.Fatalf("%s: error %v, Read's %v", what, err, werr)
+		}
+		for i := 0; i < dst.Len(); i++ {
+			if i == c.off {
+				i += c.n
+				if i >= dst.Len() {
+					break
+				}
+			}
+			if dst.Rank[i] != -7 || dst.Seq[i] != -7 || dst.Shape[i] != "mark" || dst.Group[i] != "mark" || dst.Flops[i] != -7 {
+				t.Fatalf("%s: row %d outside the range was written", what, i)
+			}
+		}
+		if err != nil {
+			if placed || res != nil {
+				t.Fatalf("%s: error %v with placed %v, result %v", what, err, placed, res)
+			}
+			continue
+		}
+		// (Read's empty columns may be nil or recycled ones.)
+		if d := trace.Diff(want.Trace, res.Trace); d != "" || want.Trace.Len() > 0 && !reflect.DeepEqual(want.Trace, res.Trace) {
+			t.Fatalf("%s: traces differ: %s", what, d)
+		}
+		if placed != (c.n == want.Trace.Len()) || placed != IsRows(res.Trace, dst, c.off, c.n) {
+			t.Fatalf("%s: placed %v for %d rows", what, placed, want.Trace.Len())
+		}
+		if placed && c.n > 0 && (cap(res.Trace.Rank) != c.n || cap(res.Trace.Shape) != c.n) {
+			t.Fatalf("%s: placed columns reach past their rows", what)
+		}
+		a, b := *want, *res
+		a.Trace, b.Trace = nil, nil
+		if a != b {
+			t.Fatalf("%s: result %+v, Read's %+v", what, b, a)
+		}
+	}
+}
+
+// TestReadIntoIsRead: ReadInto agrees with Read on what ppprof writes
+// (every format, codec and batching), on foreign streams (the checked
+// path, then copied into place), and on corrupted and truncated copies.
+func TestReadIntoIsRead(t *testing.T) {
+	rng := newRand(11)
+	for _, rows := range []int{0, 1, 7, 150} {
+		for _, w := range writers {
+			for _, codec := range codecs {
+				for _, batch := range []int{1, 64, 0} {
+					tr := randomTrace(rng, rows, testKinds)
+					data := encode(t, w, tr, Options{Compression: codec, BatchRows: batch})
+					name := fmt.Sprintf("%d rows %s %s batch %d", rows, w.name, codecName(codec), batch)
+					sameInto(t, name, data)
+					for k := 0; k < 4; k++ {
+						bad := append([]byte(nil), data...)
+						for j := 0; j <= k%3; j++ {
+							bad[rng.Intn(len(bad))] ^= byte(1 + rng.Intn(255))
+						}
+						sameInto(t, fmt.Sprintf("%s, corrupted %d", name, k), bad)
+						sameInto(t, fmt.Sprintf("%s, cut %d", name, k), data[:rng.Intn(len(data)+1)])
+					}
+				}
+			}
+		}
+	}
+	for name, data := range fuzzSeeds(t) {
+		sameInto(t, name, data)
+	}
+}
+
+// TestReadIntoBadRange: a range the columns do not hold, or a nil trace,
+// make ReadInto Read.
+func TestReadIntoBadRange(t *testing.T) {
+	tr := randomTrace(newRand(3), 20, testKinds)
+	data := encode(t, writers[1], tr, Options{BatchRows: 7})
+	want, err := Read(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := MakeRows(20)
+	short.Flops = short.Flops[:19]
+	for _, c := range []struct {
+		dst    *trace.Trace
+		off, n int
+	}{{nil, 0, 20}, {MakeRows(20), -1, 20}, {MakeRows(20), 1, 20}, {MakeRows(20), 0, -1}, {short, 0, 20}} {
+		res, placed, err := ReadInto(data, c.dst, c.off, c.n)
+		if err != nil || placed || trace.Diff(want.Trace, res.Trace) != "" {
+			t.Errorf("off %d n %d: placed %v, err %v", c.off, c.n, placed, err)
+		}
+	}
+}
+
+// FuzzReadInto: ReadInto is Read on any input.
+func FuzzReadInto(f *testing.F) {
+	for _, data := range fuzzSeeds(f) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sameInto(t, "input", data)
+	})
+}
