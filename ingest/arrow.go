@@ -39,8 +39,10 @@ type arrowRead struct {
 // that the decoder gets fixed.
 //
 // With head set only the first record batch is decoded (arrowv1.ReadHead):
-// trace holds its rows, rows counts the input's.
-func readArrow(data []byte, head bool) (ar arrowRead, err error) {
+// trace holds its rows, rows counts the input's. With into (and not head),
+// the rows are decoded into those rows of into.t where the input holds
+// into.n rows (arrowv1.ReadInto): trace is then those rows.
+func readArrow(data []byte, head bool, into *rowRange) (ar arrowRead, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ar, err = arrowRead{}, fmt.Errorf("corrupt Arrow data: decoder panicked: %v", p)
@@ -50,6 +52,11 @@ func readArrow(data []byte, head bool) (ar arrowRead, err error) {
 	var rows int64
 	if head {
 		res, rows, err = arrowv1.ReadHead(data)
+	} else if into != nil {
+		res, _, err = arrowv1.ReadInto(data, into.t, into.off, into.n)
+		if res != nil {
+			rows = int64(res.Trace.Len())
+		}
 	} else {
 		res, err = arrowv1.Read(data)
 		if res != nil {

@@ -247,7 +247,10 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 	for k, fi := range files {
 		inputs[k] = input{path: c.paths[fi], source: -1}
 	}
+	// Arrow files are read into their rows of the chunk (place.go).
+	big := c.place(files, inputs)
 	parts := make([]*trace.Trace, 0, len(files))
+	into := make([]*rowRange, 0, len(files))
 	k := 0
 	err := readAll(inputs, c.opt, func(in input, r readResult) error {
 		fi := files[k]
@@ -272,19 +275,57 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 			return &FileError{Path: in.path, Err: fmt.Errorf("holds ranks or pipeline replicas its first and last record batches do not show, so it cannot be read a few replicas at a time: use --stream never")}
 		}
 		parts = append(parts, t)
+		into = append(into, r.p.into)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	var t *trace.Trace
-	if len(parts) == 1 {
+	switch {
+	case len(parts) == 1:
 		t = parts[0]
-	} else if t, err = mergePartsReturning(parts, false); err != nil {
-		return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
+	case tiles(big, parts, into):
+		if t, err = mergePlaced(big, parts); err != nil {
+			return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
+		}
+	default:
+		if t, err = mergePartsReturning(parts, false); err != nil {
+			return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
+		}
 	}
 	t.Meta = c.meta
 	return t, nil
+}
+
+// place gives each of a chunk's files (inputs, of c.Files[files[k]]) its
+// rows of one trace made for them all, in order, from their row counts as
+// OpenChunks found them, and returns that trace: when there are at least
+// two files and all are uncompressed Arrow, else nil (the files are read
+// as before).
+func (c *Chunks) place(files []int, inputs []input) *trace.Trace {
+	if len(files) < 2 || noPlace.Load() {
+		return nil
+	}
+	total := 0
+	for _, fi := range files {
+		f := c.Files[fi]
+		if f.Format != FormatArrowFile && f.Format != FormatArrowStream || f.Compressed {
+			return nil
+		}
+		total += f.Events
+	}
+	if total == 0 {
+		return nil
+	}
+	t := arrowv1.MakeRows(total)
+	off := 0
+	for k, fi := range files {
+		n := c.Files[fi].Events
+		inputs[k].into = &rowRange{t: t, off: off, n: n}
+		off += n
+	}
+	return t
 }
 
 // InputBytes is the size on disk of the files paths name (expanded as Open

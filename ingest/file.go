@@ -56,6 +56,8 @@ type readOpts struct {
 	// head: decode only the first record batch of Arrow input (the
 	// part's headRows says how many rows the file holds).
 	head bool
+	// into: decode Arrow input into these rows (place.go).
+	into *rowRange
 }
 
 func readFileOpts(path string, opt readOpts) (*trace.Trace, FileInfo, []Warning, error) {
@@ -266,9 +268,10 @@ func readData(path string, data []byte, opt readOpts) (*part, error) {
 	switch f := p.info.Format; f {
 	case FormatArrowFile, FormatArrowStream:
 		var ar arrowRead
-		ar, err = readArrow(data, opt.head)
+		ar, err = readArrow(data, opt.head, opt.into)
 		if err == nil {
 			t = ar.trace
+			p.into = opt.into
 			p.headOnly, p.fileRows = opt.head, ar.rows
 			p.info.Batches = ar.batches
 			p.info.Truncated = ar.truncated

@@ -91,7 +91,12 @@ func Open(paths []string, opt Options) (*Result, error) {
 		return nil, err
 	}
 
-	// 2. Read the files in parallel, handling each result in order.
+	// 2. Read the files in parallel, handling each result in order: Arrow
+	// files into their rows of one trace where they can be counted first.
+	big := placeRows(inputs)
+	if afterPlace != nil {
+		afterPlace()
+	}
 	res := &Result{}
 	var read []*part
 	found := make([]int, len(sources))
@@ -127,6 +132,7 @@ func Open(paths []string, opt Options) (*Result, error) {
 	prog.phase("merging")
 	resolveParts(read)
 	var parts []*trace.Trace
+	var partInto []*rowRange
 	var partFile []int // index into res.Files of each part
 	comms := &Comms{}
 	// Arrow files were validated as they were read, and resolveParts
@@ -150,6 +156,7 @@ func Open(paths []string, opt Options) (*Result, error) {
 		partFile = append(partFile, len(res.Files))
 		res.Files = append(res.Files, p.info)
 		parts = append(parts, p.t)
+		partInto = append(partInto, p.into)
 	}
 	if len(comms.Groups) > 0 || len(comms.FlightRecorder) > 0 {
 		res.Comms = comms
@@ -176,7 +183,12 @@ func Open(paths []string, opt Options) (*Result, error) {
 	if len(parts) == 1 {
 		t = parts[0]
 	} else {
-		t, err = mergeParts(parts)
+		if tiles(big, parts, partInto) {
+			t, err = mergePlaced(big, parts)
+		} else {
+			t, err = mergeParts(parts)
+		}
+		big = nil
 		var mc *trace.MetaConflictError
 		if errors.As(err, &mc) {
 			return nil, &metaConflictError{
@@ -224,7 +236,8 @@ func (e *metaConflictError) Unwrap() error { return e.err }
 // input is one file to read.
 type input struct {
 	path   string
-	source int // index of the directory or pattern it came from; -1 when named directly
+	source int       // index of the directory or pattern it came from; -1 when named directly
+	into   *rowRange // where an Arrow file's rows go (place.go); nil for a trace of its own
 }
 
 // source is a directory or pattern that must yield at least one trace file.
@@ -375,6 +388,7 @@ func readAll(inputs []input, opt readOpts, handle func(input, readResult) error)
 // first sniffed from its first bytes, so a large file that is not a trace
 // (a core dump beside the rank files) is skipped without being read whole.
 func readInput(in input, opt readOpts) readResult {
+	opt.into = in.into
 	fail := func(p *part, err error) readResult {
 		r := readResult{err: err}
 		if p != nil {

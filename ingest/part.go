@@ -27,6 +27,9 @@ type part struct {
 	// rows.
 	headOnly bool
 	fileRows int64
+	// into: the rows of a merged trace an Arrow file was read into
+	// (place.go); t is then those rows unless something replaced it.
+	into *rowRange
 }
 
 // pendingP2P is a P2P op a reader could not complete alone: its direction
