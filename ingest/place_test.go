@@ -134,7 +134,9 @@ func TestPlacedFleet(t *testing.T) {
 		name string
 		f    func(*trace.Trace) []byte
 	}{
-		{"stream lz4", func(r *trace.Trace) []byte { return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 64}) }},
+		{"stream lz4", func(r *trace.Trace) []byte {
+			return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 64})
+		}},
 		{"stream zstd one batch", func(r *trace.Trace) []byte { return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.ZSTD}) }},
 		{"file", func(r *trace.Trace) []byte { return arrowFile(t, r, arrowv1.Options{BatchRows: 100}) }},
 	} {
@@ -165,7 +167,9 @@ func TestPlacedOddInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ranks := tr.Ranks()
-	lz4 := func(r *trace.Trace) []byte { return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 16}) }
+	lz4 := func(r *trace.Trace) []byte {
+		return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 16})
+	}
 	ranksOf := func(rs ...trace.Rank) *trace.Trace {
 		out := &trace.Trace{Meta: tr.Meta}
 		for _, r := range rs {
@@ -262,7 +266,9 @@ func TestPlacedFileChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	ranks := tr.Ranks()
-	lz4 := func(r *trace.Trace) []byte { return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 16}) }
+	lz4 := func(r *trace.Trace) []byte {
+		return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 16})
+	}
 	r2 := rankSlice(tr, ranks[2])
 	changes := map[string]func(path string){
 		"more rows":   func(p string) { os.WriteFile(p, lz4(fEventsLike(r2, r2.Len()+5)), 0o644) },
