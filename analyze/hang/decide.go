@@ -147,7 +147,7 @@ func (a *analysis) fillRanks() {
 		}
 		rep.Ranks[r] = rs
 		rep.States[ri.state]++
-		for i, left := ri.lo, ri.pending; i < ri.hi && left > 0; i++ {
+		for i, left := ri.firstPending, ri.pending; i < ri.hi && left > 0; i++ {
 			if t.EndNs[i] != trace.NoTime {
 				continue
 			}

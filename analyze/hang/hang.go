@@ -294,10 +294,11 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	if t == nil || t.Len() == 0 {
 		return nil, errors.New("hang: trace has no events")
 	}
-	if !sortedByRankSeq(t) {
+	a, err := indexRanks(t, opt, true)
+	if err == errUnsorted {
 		t = sortedCopy(t)
+		a, err = newAnalysis(t, opt)
 	}
-	a, err := newAnalysis(t, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -349,6 +349,27 @@ func TestBadRows(t *testing.T) {
 	}
 }
 
+// TestBadRowsUnordered: rows out of (rank, seq) order are ordered before
+// they are checked, so an error names the row of the ordered copy; rows
+// with one (rank, seq) twice are ordered once and analysed.
+func TestBadRowsUnordered(t *testing.T) {
+	tr := build(trace.Meta{Schema: 1},
+		op(1, 0, trace.F, 0, -1, 0, 0, 1),
+		op(0, 0, trace.SendF, 0, -1, 0, 0, 1))
+	if _, err := hang.Run(tr, hang.Options{}); err == nil || !strings.Contains(err.Error(), "row 0 (rank 0, seq 0)") {
+		t.Errorf("unordered bad row: %v", err)
+	}
+	tr = build(trace.Meta{Schema: 1},
+		op(0, 1, trace.F, 0, -1, 0, 0, 1),
+		op(1, 0, trace.RecvF, 0, 0, 0, none, none),
+		op(0, 0, trace.F, 0, -1, 0, 0, 1),
+		op(0, 1, trace.SendF, 0, 1, 2, none, none))
+	rep, err := hang.Run(tr, hang.Options{})
+	if err != nil || rep.Matched != 1 || rep.Ranks[0].Events != 3 {
+		t.Errorf("repeated (rank, seq): %v %+v", err, rep)
+	}
+}
+
 // TestLostElsewhere: a rank that lost its tail but that no blocked rank
 // waits for does not make a found crash incomplete; it is noted.
 func TestLostElsewhere(t *testing.T) {

@@ -1,6 +1,7 @@
 package hang
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ppprof/ppprof/trace"
@@ -55,14 +56,16 @@ type rankInfo struct {
 	stage    trace.Stage
 	pipe, tp int32
 
-	lastDone    int   // row of its last completed op (by seq), -1
-	block       int   // row of the op it is blocked in, -1
-	pending     int   // ops with a null end
-	maxIssue    int64 // latest issue time: its last sign of life
-	maxStep     int64 // highest step of its rows, -1
-	lastOptStep int64 // highest step of its OPT/OPT_SKIP rows, -1
-	optDone     int64 // highest step of its OPT/OPT_SKIP rows that completed, -1
-	state       State
+	lastDone     int   // row of its last completed op (by seq), -1
+	block        int   // row of the op it is blocked in, -1
+	firstSend    int   // row of its first pending send, -1
+	firstPending int   // row of its first pending op, -1
+	pending      int   // ops with a null end
+	maxIssue     int64 // latest issue time: its last sign of life
+	maxStep      int64 // highest step of its rows, -1
+	lastOptStep  int64 // highest step of its OPT/OPT_SKIP rows, -1
+	optDone      int64 // highest step of its OPT/OPT_SKIP rows that completed, -1
+	state        State
 
 	truncated bool
 	bytesLost int64
@@ -73,8 +76,36 @@ type rankInfo struct {
 	term     termKind
 }
 
-// newAnalysis indexes t's ranks and fixes the dump time.
+// rankRun is one rank's run of rows, summed up by newAnalysis.
+type rankRun struct {
+	r    trace.Rank
+	info rankInfo
+}
+
+// errUnsorted is newAnalysis's answer for rows not ordered by (rank, seq).
+var errUnsorted = errors.New("hang: rows not ordered by (rank, seq)")
+
+// rowError is indexRanks's error for row i, which Run cannot index; or,
+// with ordered, errUnsorted when the rows are not ordered by (rank, seq)
+// (Run orders them first: the error then names the row of the ordered
+// copy).
+func (a *analysis) rowError(i int, what string, ordered bool) error {
+	if ordered && !sortedByRankSeq(a.t) {
+		return errUnsorted
+	}
+	return rowError(a.t, i, what)
+}
+
+// newAnalysis indexes t's ranks, whose rows are ordered by (rank, seq),
+// sums up each rank's rows (scanRanks classifies them) and fixes the dump
+// time.
 func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
+	return indexRanks(t, opt, false)
+}
+
+// indexRanks is newAnalysis; with ordered, it returns errUnsorted for rows
+// not ordered by (rank, seq) (Run orders them then).
+func indexRanks(t *trace.Trace, opt Options, ordered bool) (*analysis, error) {
 	a := &analysis{t: t, opt: opt, rep: &Report{States: map[State]int{}}}
 	m := t.Meta
 	a.rep.Job = Job{WorldSize: m.WorldSize, PP: m.PP, DP: m.DP, TP: m.TP, Virtual: m.Virtual,
@@ -82,22 +113,77 @@ func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
 	if opt.WorldSize > 0 {
 		a.rep.Job.WorldSize = opt.WorldSize
 	}
+	// One pass over the rows: they are checked, and each rank's run of rows
+	// summed up (scanRanks then classifies the ranks).
 	maxRank := int64(-1)
 	latest := int64(trace.NoTime)
-	for i := 0; i < t.Len(); i++ {
+	var runs []rankRun
+	n := t.Len()
+	rank, kind, peer, seq := t.Rank[:n], t.Kind[:n], t.Peer[:n], t.Seq[:n]
+	issue, start, end, step := t.IssueNs[:n], t.StartNs[:n], t.EndNs[:n], t.Step[:n]
+	optSkip := KindOptSkip
+	maxPeer := trace.Rank(-1)
+	latestIssue, latestStart, latestEnd := latest, latest, latest
+	for lo := 0; lo < n; {
+		r := rank[lo]
 		switch {
-		case t.Rank[i] < 0:
-			return nil, rowError(t, i, "negative rank")
-		case t.Kind[i].IsP2P() && (t.Peer[i] < 0 || t.Peer[i] == t.Rank[i]):
-			return nil, rowError(t, i, fmt.Sprintf("%s with peer %d", t.Kind[i], t.Peer[i]))
+		case r < 0:
+			return nil, a.rowError(lo, "negative rank", ordered)
+		case ordered && lo > 0 && r < rank[lo-1]:
+			return nil, errUnsorted
 		}
-		maxRank = max(maxRank, int64(t.Rank[i]), int64(t.Peer[i]))
-		latest = max(latest, t.IssueNs[i], t.StartNs[i], t.EndNs[i])
+		ri := rankInfo{lo: lo, lastDone: -1, block: -1, firstSend: -1, firstPending: -1}
+		// The run's sums, on locals; pending ops are few.
+		maxIssue, maxStep, lastOpt, optDone := int64(0), int64(-1), int64(-1), int64(-1)
+		i := lo
+		for ; i < n && rank[i] == r; i++ {
+			k, p := kind[i], peer[i]
+			switch {
+			case k.IsP2P() && (p < 0 || p == r):
+				return nil, a.rowError(i, fmt.Sprintf("%s with peer %d", k, p), ordered)
+			case ordered && i > lo && seq[i] <= seq[i-1]:
+				return nil, errUnsorted
+			}
+			maxPeer = max(maxPeer, p)
+			is, e, st := issue[i], end[i], step[i]
+			latestIssue, latestStart, latestEnd = max(latestIssue, is), max(latestStart, start[i]), max(latestEnd, e)
+			maxIssue, maxStep = max(maxIssue, is), max(maxStep, st)
+			done := e != trace.NoTime
+			if k == trace.Opt || k == optSkip {
+				lastOpt = max(lastOpt, st)
+				if done {
+					optDone = max(optDone, st)
+				}
+			}
+			if done {
+				ri.lastDone = i
+				continue
+			}
+			if ri.pending == 0 {
+				ri.firstPending = i
+			}
+			ri.pending++
+			switch {
+			case k.IsSend():
+				if ri.firstSend < 0 {
+					ri.firstSend = i
+				}
+			case ri.block < 0:
+				ri.block = i
+			}
+		}
+		ri.hi = i
+		ri.maxIssue, ri.maxStep, ri.lastOptStep, ri.optDone = maxIssue, maxStep, lastOpt, optDone
+		maxRank = max(maxRank, int64(r))
+		runs = append(runs, rankRun{r: r, info: ri})
+		lo = i
 	}
+	maxRank = max(maxRank, int64(maxPeer))
+	latest = max(latestIssue, latestStart, latestEnd)
 	if maxRank >= MaxRanks {
 		return nil, rankError(maxRank)
 	}
-	n := int(maxRank) + 1
+	n = int(maxRank) + 1
 	if w := a.rep.Job.WorldSize; w > 0 {
 		if w > MaxRanks {
 			a.note("world size %d is more than %d: ranks without events beyond %d are not listed", w, MaxRanks, n-1)
@@ -122,8 +208,14 @@ func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
 	a.ranks = make([]rankInfo, n)
 	for r := range a.ranks {
 		ri := &a.ranks[r]
-		ri.lastDone, ri.block, ri.maxStep, ri.lastOptStep, ri.optDone, ri.waitsFor = -1, -1, -1, -1, -1, -1
+		ri.lastDone, ri.block, ri.firstSend, ri.firstPending, ri.maxStep, ri.lastOptStep, ri.optDone, ri.waitsFor = -1, -1, -1, -1, -1, -1, -1, -1
 		ri.stage, ri.pipe, ri.tp = a.layout(trace.Rank(r))
+	}
+	for _, run := range runs {
+		ri := &a.ranks[run.r]
+		*ri = run.info
+		ri.present, ri.waitsFor = true, -1
+		ri.stage, ri.pipe, ri.tp = t.Stage[ri.lo], t.Pipeline[ri.lo], t.TPRank[ri.lo]
 	}
 	for _, f := range opt.Files {
 		for _, r := range f.Ranks {
@@ -170,58 +262,24 @@ func isOpt(k trace.Kind) bool { return k == trace.Opt || k == KindOptSkip }
 // stopped ranks into done, exited or silent.
 func (a *analysis) scanRanks() {
 	t := a.t
-	for lo := 0; lo < t.Len(); {
-		r := t.Rank[lo]
-		hi := lo
+	for r := range a.ranks {
 		ri := &a.ranks[r]
-		firstSend := -1
-		for ; hi < t.Len() && t.Rank[hi] == r; hi++ {
-			k := t.Kind[hi]
-			ri.maxIssue = max(ri.maxIssue, t.IssueNs[hi])
-			ri.maxStep = max(ri.maxStep, t.Step[hi])
-			end := t.EndNs[hi]
-			if isOpt(k) {
-				ri.lastOptStep = max(ri.lastOptStep, t.Step[hi])
-				if end != trace.NoTime {
-					ri.optDone = max(ri.optDone, t.Step[hi])
-				}
-			}
-			if end != trace.NoTime {
-				ri.lastDone = hi
-				continue
-			}
-			ri.pending++
-			switch {
-			case k.IsSend():
-				if firstSend < 0 {
-					firstSend = hi
-				}
-			case ri.block < 0:
-				ri.block = hi
-			}
-		}
-		ri.present, ri.lo, ri.hi = true, lo, hi
-		ri.stage, ri.pipe, ri.tp = t.Stage[lo], t.Pipeline[lo], t.TPRank[lo]
 		switch {
+		case !ri.present:
+			ri.state = StateAbsent
+			continue
 		case ri.block >= 0 && isOpt(t.Kind[ri.block]):
 			ri.state = StateBarrier
 		case ri.block >= 0 && t.Kind[ri.block].IsRecv():
 			ri.state = StateRecv
 		case ri.block >= 0:
 			ri.state = StateCompute
-		case firstSend >= 0:
-			ri.block, ri.state = firstSend, StateSend
+		case ri.firstSend >= 0:
+			ri.block, ri.state = ri.firstSend, StateSend
 		default:
 			ri.state = StateDone
 		}
-		lo = hi
-	}
-	for r := range a.ranks {
-		if !a.ranks[r].present {
-			a.ranks[r].state = StateAbsent
-		} else {
-			a.rep.Job.RanksPresent++
-		}
+		a.rep.Job.RanksPresent++
 	}
 }
 
