@@ -217,22 +217,26 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	// window's sizes) and the op groups' durations (which need their
 	// layout); then what needs the schedule, the theory and the groups.
 	pass("stages")
+	ix.compCache, ix.compGen = make([]compCache, workers(len(ix.windows))), 1
 	cs, collect := conformanceCollect(ix)
 	imb, sums := imbalanceSums(ix)
 	og := newOpGroupsBuilder(ix)
 	ix.visit(statsVisit(ix, rep), memoryVisit(ix, rep), collect, sums, og.countVisit())
+	ix.endVisit()
 	for i := range rep.Stages {
 		rep.Stages[i].FwdMs, rep.Stages[i].BwdMs = rep.Stages[i].F.MeanMs, rep.Stages[i].B.MeanMs
 	}
 	analyzeP2P(ix, rep)
 	pass("schedule")
 	ix.visit(cs.identifyVisit(&rep.Schedule), og.fillVisit())
+	ix.endVisit()
 	rep.Bubble.Theoretical = theoretical(ix, rep)
 	// Imbalance and the gap attribution re-time every window: one replay
 	// per window serves both.
 	pass("replay")
 	ix.visit(cs.checkSyncVisit(&rep.Schedule), replayVisit(ix, imbalanceReplay(ix, rep, imb), gapPass(ix, rep)),
 		stragglersVisit(ix, rep))
+	ix.endVisit()
 	pass("findings")
 	rep.Findings = rankFindings(append(rep.Findings, collectFindings(ix, rep)...))
 	pass("")
@@ -253,6 +257,11 @@ type index struct {
 	complete int            // windows whose events all ended
 	groups   *opGroups      // newOpGroups' result, made once
 	onChunk  func(c, n int) // called before forWindows loads chunk c of n
+
+	// compCache and compGen: computeRows's per-worker lists (runPasses
+	// makes them; without, nothing is cached for chunks not kept).
+	compCache []compCache
+	compGen   int
 }
 
 // newIndex is the index of a trace held whole.
@@ -408,7 +417,66 @@ type window struct {
 	// a chunk read again has the same rows). Passes that need that order
 	// skip checking it; false only means "not known".
 	sorted bool
+	// comp is its F, B and W rows, in trace order, once computeRows made
+	// them, for a window whose chunk is kept (nil otherwise).
+	comp []int
 }
+
+// compCache is one worker's F, B and W rows of the window it last
+// visited (index.computeRows), for a window whose chunk is not kept.
+type compCache struct {
+	gen, k int
+	rows   []int
+}
+
+// computeRows returns window k's F, B and W rows, in trace order: the rows
+// the per-group passes read; the window must be at hand, on worker w. The
+// list is made on first use: kept with the window when its chunk is kept,
+// else in the worker's cache until its next window or the end of the
+// visit (the passes of one visit see a window in turn on one worker), so
+// memory stays bounded by the chunks at hand.
+func (ix *index) computeRows(w, k int) []int {
+	g := ix.windows[k]
+	if g.comp != nil {
+		return g.comp
+	}
+	if ix.chunks[g.chunk].kept != nil {
+		g.comp = appendComputeRows(nil, g)
+		return g.comp
+	}
+	if w >= len(ix.compCache) {
+		return appendComputeRows(nil, g)
+	}
+	c := &ix.compCache[w]
+	if c.gen != ix.compGen || c.k != k {
+		c.rows, c.gen, c.k = appendComputeRows(c.rows[:0], g), ix.compGen, k
+	}
+	return c.rows
+}
+
+// appendComputeRows appends g's F, B and W rows to dst.
+func appendComputeRows(dst []int, g *window) []int {
+	kinds := g.t.Kind
+	if dst == nil {
+		n := 0
+		for _, i := range g.rows {
+			if kinds[i].IsCompute() {
+				n++
+			}
+		}
+		dst = make([]int, 0, n)
+	}
+	for _, i := range g.rows {
+		if kinds[i].IsCompute() {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}
+
+// endVisit ends the workers' cached compute rows (computeRows): the
+// next visit reads the chunks again.
+func (ix *index) endVisit() { ix.compGen++ }
 
 // groupWindows groups the rows of t by (step, pipeline), keeping only
 // opt.Step unless it is AllSteps, and returns the groups in step, pipeline

@@ -77,7 +77,7 @@ func imbalanceSums(ix *index) ([]imbalanceAcc, visit) {
 	return accs, visit{want: ix.isReplayable, window: func(wk, k int) {
 		w, a := ix.windows[k], &accs[wk]
 		t := w.t
-		for _, i := range w.rows {
+		for _, i := range ix.computeRows(wk, k) {
 			k := computeIndex(t.Kind[i])
 			st := int(t.Stage[i])
 			if k < 0 || st < 0 || st >= p {

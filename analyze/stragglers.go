@@ -170,7 +170,7 @@ func (b *opGroupsBuilder) countVisit() visit {
 	return visit{want: ix.isReplayable, window: func(w, k int) {
 		t := ix.windows[k].t
 		cnt := make([]int, ng)
-		for _, i := range ix.windows[k].rows {
+		for _, i := range ix.computeRows(w, k) { // group(t, i) < 0 for other rows
 			if x := g.group(t, i); x >= 0 {
 				cnt[x]++
 				if t.Tokens[i] <= 0 {
@@ -218,10 +218,10 @@ func (b *opGroupsBuilder) countVisit() visit {
 // computes every group's statistics and sets ix.groups.
 func (b *opGroupsBuilder) fillVisit() visit {
 	ix, g, ng := b.ix, b.g, b.ng
-	return visit{want: func(k int) bool { return b.at[k] != nil }, window: func(_, k int) {
+	return visit{want: func(k int) bool { return b.at[k] != nil }, window: func(w, k int) {
 		pos := b.at[k]
 		t := ix.windows[k].t
-		for _, i := range ix.windows[k].rows {
+		for _, i := range ix.computeRows(w, k) { // group(t, i) < 0 for other rows
 			x := g.group(t, i)
 			if x < 0 {
 				continue
@@ -453,11 +453,11 @@ func stragglersVisit(ix *index, rep *Report) visit {
 	// 1. Candidates, every TP copy: per window (in parallel), then in
 	// window order.
 	per := make([][]stragglerCand, len(ix.windows))
-	return visit{want: ix.isReplayable, window: func(_, k int) {
+	return visit{want: ix.isReplayable, window: func(wk, k int) {
 		w := ix.windows[k]
 		t := w.t
 		var out []stragglerCand
-		for _, i := range w.rows {
+		for _, i := range ix.computeRows(wk, k) { // group(t, i) < 0 for other rows
 			x := g.group(t, i)
 			if x < 0 {
 				continue
