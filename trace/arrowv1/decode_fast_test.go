@@ -80,12 +80,23 @@ func testFrames(data []byte) ([]frame, bool) {
 }
 
 // FuzzFastMatchesChecked checks on fuzzed input that the fast decoder and
-// the checked path agree.
+// the checked path agree, and that the fast decoder takes what ppprof
+// writes. Its input is a fuzz selector and edit script (see fuzzInputs):
+// random traces encoded every way, the fuzz seeds, corrupted and cut.
 func FuzzFastMatchesChecked(f *testing.F) {
-	for _, data := range fuzzSeeds(f) {
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	in := newFuzzInputs(f)
+	in.add(f)
+	f.Fuzz(func(t *testing.T, sel uint64, edits []byte) {
+		data, pristine := in.input(t, sel, edits)
+		if pristine {
+			frames, ok := testFrames(data)
+			if !ok {
+				t.Fatal("no frames in what ppprof wrote")
+			}
+			if _, _, ok := fastRead(frames, len(data)); !ok {
+				t.Fatal("the fast decoder refused what ppprof wrote")
+			}
+		}
 		sameRead(t, "fuzz input", data)
 	})
 }

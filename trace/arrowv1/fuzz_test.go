@@ -2,11 +2,15 @@ package arrowv1
 
 import (
 	"bytes"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -61,55 +65,230 @@ func legacyFraming(tb testing.TB, data []byte) []byte {
 
 // FuzzRead checks that Read never panics, that what it returns passes
 // Validate and accounts for its bytes, and that a trace it returns can be
-// written and read back unchanged.
+// written and read back unchanged. Its input is a fuzz selector and edit
+// script (see fuzzInputs).
 func FuzzRead(f *testing.F) {
-	for _, data := range fuzzSeeds(f) {
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		res, err := Read(data)
-		rows, rerr := Rows(data) // never panics; counts what Read reads
-		if err != nil {
-			if res != nil {
-				t.Fatalf("error %v with a result", err)
-			}
-			return
-		}
-		if rerr != nil || rows != int64(res.Trace.Len()) {
-			t.Fatalf("Read gave %d events, Rows %d (%v)", res.Trace.Len(), rows, rerr)
-		}
-		head, hrows, herr := ReadHead(data)
-		if herr != nil || hrows != rows || head.Batches != res.Batches || head.Trace.Len() > res.Trace.Len() {
-			t.Fatalf("ReadHead: %v, %d rows; Read: %d rows", herr, hrows, rows)
-		}
-		if res.Trace == nil {
-			t.Fatal("nil trace without an error")
-		}
-		if err := res.Trace.Validate(); err != nil {
-			t.Fatalf("result fails Validate: %v", err)
-		}
-		if res.BytesTotal != int64(len(data)) || res.BytesUsed < 0 || res.BytesUsed > res.BytesTotal || res.Batches < 0 {
-			t.Fatalf("bad accounting: %+v for %d bytes", *res, len(data))
-		}
-		if res.Format == FormatUnknown {
-			t.Fatal("success with an unknown format")
-		}
-		var buf bytes.Buffer
-		if err := WriteStream(&buf, res.Trace, Options{}); err != nil {
-			t.Fatalf("writing back: %v", err)
-		}
-		again, err := Read(buf.Bytes())
-		if err != nil {
-			t.Fatalf("reading back: %v", err)
-		}
-		if d := trace.Diff(res.Trace, again.Trace); d != "" {
-			t.Fatalf("round trip of a read trace differs: %s", d)
-		}
+	in := newFuzzInputs(f)
+	in.add(f)
+	f.Fuzz(func(t *testing.T, sel uint64, edits []byte) {
+		data, _ := in.input(t, sel, edits)
+		checkRead(t, data)
 	})
 }
 
+// checkRead is FuzzRead's check of one input.
+func checkRead(t *testing.T, data []byte) {
+	t.Helper()
+	res, err := Read(data)
+	rows, rerr := Rows(data) // never panics; counts what Read reads
+	if err != nil {
+		if res != nil {
+			t.Fatalf("error %v with a result", err)
+		}
+		return
+	}
+	if rerr != nil || rows != int64(res.Trace.Len()) {
+		t.Fatalf("Read gave %d events, Rows %d (%v)", res.Trace.Len(), rows, rerr)
+	}
+	head, hrows, herr := ReadHead(data)
+	if herr != nil || hrows != rows || head.Batches != res.Batches || head.Trace.Len() > res.Trace.Len() {
+		t.Fatalf("ReadHead: %v, %d rows; Read: %d rows", herr, hrows, rows)
+	}
+	if res.Trace == nil {
+		t.Fatal("nil trace without an error")
+	}
+	if err := res.Trace.Validate(); err != nil {
+		t.Fatalf("result fails Validate: %v", err)
+	}
+	if res.BytesTotal != int64(len(data)) || res.BytesUsed < 0 || res.BytesUsed > res.BytesTotal || res.Batches < 0 {
+		t.Fatalf("bad accounting: %+v for %d bytes", *res, len(data))
+	}
+	if res.Format == FormatUnknown {
+		t.Fatal("success with an unknown format")
+	}
+	var buf bytes.Buffer
+	if err := WriteStream(&buf, res.Trace, Options{}); err != nil {
+		t.Fatalf("writing back: %v", err)
+	}
+	again, err := Read(buf.Bytes())
+	if err != nil {
+		t.Fatalf("reading back: %v", err)
+	}
+	if d := trace.Diff(res.Trace, again.Trace); d != "" {
+		t.Fatalf("round trip of a read trace differs: %s", d)
+	}
+}
+
+// Fuzz inputs are small: a selector naming the encoding to start from and
+// a short edit script applied to a copy of it, not the encoding's bytes.
+// Go's fuzzer minimizes every input that finds new coverage, trying
+// O(n²) deletions of its bytes for up to -fuzzminimizetime (60s) each; with
+// encodings (KBs of Arrow metadata) as inputs, nearly every mutation was
+// new coverage and the workers spent all their time minimizing: a few
+// dozen inputs a minute. An edit script of a few bytes minimizes in well
+// under a second.
+//
+// The selector's low byte picks the base: below len(names), one of
+// fuzzSeeds (every writer and codec, cut copies, legacy framing, foreign
+// views and dictionaries, an empty file, a file without its footer);
+// otherwise a random trace of sel>>8&15 rows, drawn from seed sel>>12,
+// encoded in one of fuzzLayouts ways. The edit script corrupts and cuts
+// it (see applyEdits).
+type fuzzInputs struct {
+	names []string // fuzzSeeds' names, sorted
+	named [][]byte
+
+	mu  sync.Mutex
+	gen map[uint64][]byte // generated bases by selector
+}
+
+// fuzzLayouts is the number of ways a generated base is encoded: writer,
+// codec, rows per batch and, for streams, legacy framing.
+const fuzzLayouts = 3 * 3 * 4 * 2
+
+var fuzzBatchRows = [4]int{1, 2, 5, 0}
+
+func newFuzzInputs(tb testing.TB) *fuzzInputs {
+	seeds := fuzzSeeds(tb)
+	in := &fuzzInputs{gen: map[uint64][]byte{}}
+	for name := range seeds {
+		in.names = append(in.names, name)
+	}
+	sort.Strings(in.names)
+	for _, name := range in.names {
+		in.named = append(in.named, seeds[name])
+	}
+	return in
+}
+
+// seed returns the selector of the fuzz seed of that name.
+func (in *fuzzInputs) seed(name string) (uint64, bool) {
+	i := sort.SearchStrings(in.names, name)
+	return uint64(i), i < len(in.names) && in.names[i] == name
+}
+
+// generated returns the selector of a random trace of rows rows (0 to 15)
+// from seed, encoded in layout (0 to fuzzLayouts-1).
+func (in *fuzzInputs) generated(layout, rows int, seed uint64) uint64 {
+	return seed<<12 | uint64(rows)<<8 | uint64(len(in.names)+layout)
+}
+
+// add adds the seed corpus: every fuzz seed, every layout of generated
+// traces, and corrupted and cut copies.
+func (in *fuzzInputs) add(f *testing.F) {
+	for i := range in.names {
+		f.Add(uint64(i), []byte(nil))
+	}
+	for layout := 0; layout < fuzzLayouts; layout++ {
+		f.Add(in.generated(layout, []int{0, 1, 3, 7}[layout%4], uint64(layout)), []byte(nil))
+	}
+	for i, edits := range [][]byte{
+		{editXor, 0x01, 0x00, 0x5a},                            // a flipped byte
+		{editXor, 0x00, 0x40, 0x01, editXor, 0x02, 0x10, 0x80}, // two
+		{editCut, 0x03, 0x00, 0},                               // cut
+		{editAdd32, 0x00, 0x08, 0xff},                          // a length one less
+		{editSet32, 0x00, 0x0c, 7},                             // a huge one
+		{editSet64, 0x05, 0x00, 3},
+		{editSplice, 0x02, 0x00, 0x21}, // 16 bytes repeated
+		{editSplice, 0x02, 0x00, 0x20}, // 16 bytes dropped
+	} {
+		f.Add(in.generated(i*7%fuzzLayouts, 5, uint64(i)), edits)
+		f.Add(uint64(i*5%len(in.names)), edits)
+	}
+}
+
+// input returns the input sel and edits describe, and whether it is an
+// unedited ppprof encoding of at least one row with continuation markers
+// (which the fast decoder must take).
+func (in *fuzzInputs) input(tb testing.TB, sel uint64, edits []byte) (data []byte, pristine bool) {
+	layout := int(sel & 0xff)
+	if layout < len(in.names) {
+		return applyEdits(in.named[layout], edits), false
+	}
+	layout = (layout - len(in.names)) % fuzzLayouts
+	rows := int(sel >> 8 & 15)
+	w := writers[layout%3]
+	legacy := layout/36 == 1 && w.format == FormatStream
+	key := sel>>12<<12 | uint64(rows)<<8 | uint64(layout)
+	in.mu.Lock()
+	base, ok := in.gen[key]
+	in.mu.Unlock()
+	if !ok {
+		tr := randomTrace(newRand(int64(sel>>12)), rows, testKinds)
+		opt := Options{Compression: codecs[layout/3%3], BatchRows: fuzzBatchRows[layout/9%4]}
+		base = encode(tb, w, tr, opt)
+		if legacy {
+			base = legacyFraming(tb, base)
+		}
+		in.mu.Lock()
+		if len(in.gen) >= 1024 {
+			clear(in.gen)
+		}
+		in.gen[key] = base
+		in.mu.Unlock()
+	}
+	return applyEdits(base, edits), len(edits) == 0 && rows > 0 && !legacy
+}
+
+// Edit script operations: each takes four bytes, op, a 16-bit big-endian
+// offset (modulo the length plus one) and an argument.
+const (
+	editXor    = iota // xor the byte at the offset with the argument
+	editSet32         // set the little-endian uint32 there to interesting[arg]
+	editAdd32         // add int8(arg) to the little-endian uint32 there
+	editSet64         // set the little-endian uint64 there to interesting[arg]
+	editCut           // cut the input at the offset
+	editSplice        // arg odd: repeat arg>>1 bytes from there; even: drop them
+	editOps
+)
+
+// interesting are values edits write over lengths, offsets and counts.
+var interesting = []uint64{0, 1, 2, 7, 8, 0x7f, 0x80, 0xff, 0x7fff, 0x8000, 0xffff, 1 << 20,
+	1<<31 - 1, 1 << 31, 1<<32 - 1, 1<<32 - 8, 1 << 40, 1<<63 - 1, 1 << 63, 1<<64 - 1}
+
+// maxEdits bounds the edit script's work.
+const maxEdits = 64
+
+// applyEdits returns a copy of base with edits applied.
+func applyEdits(base, edits []byte) []byte {
+	data := append([]byte(nil), base...)
+	for i := 0; i+4 <= len(edits) && i < 4*maxEdits; i += 4 {
+		op, arg := edits[i]%editOps, edits[i+3]
+		pos := (int(edits[i+1])<<8 | int(edits[i+2])) % (len(data) + 1)
+		switch op {
+		case editXor:
+			if pos < len(data) {
+				data[pos] ^= arg
+			}
+		case editSet32:
+			if pos+4 <= len(data) {
+				binary.LittleEndian.PutUint32(data[pos:], uint32(interesting[int(arg)%len(interesting)]))
+			}
+		case editAdd32:
+			if pos+4 <= len(data) {
+				v := binary.LittleEndian.Uint32(data[pos:])
+				binary.LittleEndian.PutUint32(data[pos:], v+uint32(int32(int8(arg))))
+			}
+		case editSet64:
+			if pos+8 <= len(data) {
+				binary.LittleEndian.PutUint64(data[pos:], interesting[int(arg)%len(interesting)])
+			}
+		case editCut:
+			data = data[:pos]
+		case editSplice:
+			n := min(int(arg>>1), len(data)-pos)
+			if arg&1 == 1 {
+				data = slices.Insert(data, pos+n, slices.Clone(data[pos:pos+n])...)
+			} else {
+				data = slices.Delete(data, pos, pos+n)
+			}
+		}
+	}
+	return data
+}
+
 // committedSeeds are the seeds written to testdata/fuzz/FuzzRead: one of
-// each kind of input, kept few and small.
+// each kind of input, unedited.
 var committedSeeds = []string{
 	"stream-none-2-batches",
 	"stream-none-2-batches-cut-after-schema",
@@ -122,29 +301,31 @@ var committedSeeds = []string{
 	"stream-foreign-views-dicts",
 }
 
-// TestFuzzSeedCorpus checks that the committed seed corpus exists and
+// TestFuzzSeedCorpus checks that the committed seed corpus is what
+// fuzzInputs would write (selectors shift when fuzzSeeds changes) and
 // rewrites it with -update-corpus.
 func TestFuzzSeedCorpus(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzRead")
+	in := newFuzzInputs(t)
 	if *updateCorpus {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		seeds := fuzzSeeds(t)
-		for _, name := range committedSeeds {
-			data, ok := seeds[name]
-			if !ok {
-				t.Fatalf("no seed %s", name)
-			}
-			content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+	}
+	for _, name := range committedSeeds {
+		sel, ok := in.seed(name)
+		if !ok {
+			t.Fatalf("no seed %s", name)
+		}
+		want := fmt.Sprintf("go test fuzz v1\nuint64(%d)\n[]byte(\"\")\n", sel)
+		path := filepath.Join(dir, name)
+		if *updateCorpus {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
-	for _, name := range committedSeeds {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			t.Errorf("seed corpus: %v (run go test -run TestFuzzSeedCorpus -update-corpus)", err)
+		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			t.Errorf("seed corpus: %s is not %q (%v): run go test -run TestFuzzSeedCorpus -update-corpus", path, want, err)
 		}
 	}
 }
