@@ -138,6 +138,12 @@ func (a *analysis) match() {
 	a.partner = make([]int32, t.Len())
 	m := &matcher{a: a, t: t, byGroup: p2pGroups(t),
 		head: make([]int32, 2*len(a.ranks)), regHead: make([]int32, len(a.ranks))}
+	// Room for a pipeline's channels (two per neighbouring pair of ranks)
+	// and sides, so that they rarely grow.
+	nc := min(2*len(a.ranks), t.Len())
+	a.chans = make([]channel, 0, nc)
+	m.chSides, m.chFirst, m.regNext = make([][2]int32, 0, nc), make([]int32, 0, nc), make([]int32, 0, nc)
+	m.sides = make([]side, 0, 2*nc)
 	m.visited = make([]bool, len(a.ranks))
 	if m.byGroup {
 		m.groupOf = map[string]uint32{}

@@ -165,6 +165,15 @@ func TestMatchOracle(t *testing.T) {
 	}
 }
 
+// TestStepKinds: compareStep takes the compute and P2P kinds to be 1..7.
+func TestStepKinds(t *testing.T) {
+	for k := trace.Kind(0); k < 64; k++ {
+		if got, want := uint16(k)-uint16(trace.F) < 7, k.IsCompute() || k.IsP2P(); got != want {
+			t.Errorf("%s: in 1..7 %v, compute or P2P %v", k, got, want)
+		}
+	}
+}
+
 // TestCounterpartBit: match takes a send's counterpart to be its kind with
 // the low bit set.
 func TestCounterpartBit(t *testing.T) {

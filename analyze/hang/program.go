@@ -46,9 +46,10 @@ func (a *analysis) checkProgram() {
 		}
 		acts := s.Actions[ri.stage]
 		var d *Divergence
+		steps := t.Step[:ri.hi]
 		for lo := ri.lo; lo < ri.hi && d == nil; {
 			hi := lo
-			for hi < ri.hi && t.Step[hi] == t.Step[lo] {
+			for hi < len(steps) && steps[hi] == steps[lo] {
 				hi++
 			}
 			d = a.compareStep(lo, hi, hi < ri.hi, acts)
@@ -73,22 +74,26 @@ func (a *analysis) checkProgram() {
 // or nil.
 func (a *analysis) compareStep(lo, hi int, more bool, acts []schedule.Action) *Divergence {
 	t := a.t
+	kinds, mbs, chunks := t.Kind[lo:hi], t.MicroBatch[lo:hi], t.Chunk[lo:hi]
+	mbs, chunks = mbs[:len(kinds)], chunks[:len(kinds)]
+	optSkip := KindOptSkip
 	pos := 0
 	wentOn := more
-	for i := lo; i < hi; i++ {
-		k := t.Kind[i]
-		if isOpt(k) {
+	for j, k := range kinds {
+		if k == trace.Opt || k == optSkip {
 			wentOn = true
 		}
-		if !k.IsCompute() && !k.IsP2P() {
+		// Compute and P2P kinds are F..RECV_B, 1..7.
+		if uint16(k)-uint16(trace.F) >= 7 {
 			continue
 		}
+		i := lo + j
 		if pos == len(acts) {
 			return &Divergence{Rank: t.Rank[i], Step: t.Step[i], Index: pos, Got: a.event(i),
 				Want: "nothing (the step's actions are done)", MicroBatch: t.MicroBatch[i]}
 		}
 		want := acts[pos]
-		if k != want.Kind || int(t.MicroBatch[i]) != want.MicroBatch || int(t.Chunk[i]) != want.Chunk {
+		if k != want.Kind || int(mbs[j]) != want.MicroBatch || int(chunks[j]) != want.Chunk {
 			return a.departure(lo, hi, i, pos, want)
 		}
 		pos++

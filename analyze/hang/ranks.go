@@ -117,7 +117,8 @@ func indexRanks(t *trace.Trace, opt Options, ordered bool) (*analysis, error) {
 	// summed up (scanRanks then classifies the ranks).
 	maxRank := int64(-1)
 	latest := int64(trace.NoTime)
-	var runs []rankRun
+	// One run per rank: as many as the job's ranks when it says.
+	runs := make([]rankRun, 0, min(max(a.rep.Job.WorldSize, 16), t.Len(), MaxRanks))
 	n := t.Len()
 	rank, kind, peer, seq := t.Rank[:n], t.Kind[:n], t.Peer[:n], t.Seq[:n]
 	issue, start, end, step := t.IssueNs[:n], t.StartNs[:n], t.EndNs[:n], t.Step[:n]
