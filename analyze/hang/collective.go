@@ -132,6 +132,12 @@ func (a *analysis) matchCollectives() {
 		}
 	}
 
+	// Without collectives there is nothing to match (the kinds are a
+	// narrow column; the groups, read below, are wide).
+	if !slices.ContainsFunc(t.Kind, trace.Kind.IsCollective) {
+		return
+	}
+
 	// 1. Groups and sequence numbers.
 	cs := &collState{gidOf: map[string]int32{}}
 	intern := func(g string) int32 {

@@ -151,6 +151,10 @@ func (a *analysis) collectMismatches() {
 // tie).
 func (a *analysis) optSkips() []Mismatch {
 	t := a.t
+	// A step needs both kinds: none without an OPT_SKIP.
+	if !slices.Contains(t.Kind, KindOptSkip) {
+		return nil
+	}
 	type sides struct{ opt, skip []trace.Rank }
 	steps := map[int64]*sides{}
 	for i := 0; i < t.Len(); i++ {
