@@ -897,13 +897,7 @@ func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanc
 				}
 			}
 		}
-		for _, i := range r.rows {
-			if t.Kind[i].IsCompute() && t.MicroBatch[i] >= 0 {
-				if l := conformanceLabel(t.Kind[i], int(t.MicroBatch[i]), int(t.Chunk[i]), cw.m, cs.v); l >= 0 {
-					cnt[l] = 0
-				}
-			}
-		}
+		clear(cnt) // a table of 3*v*m labels: less than the rank's rows
 	}
 	for st := 0; st < cs.p; st++ {
 		if stageState[st] != 1 {

@@ -125,6 +125,12 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 		a := &accs[w]
 		for st := range p {
 			for k := range 3 {
+				if w == 0 {
+					// The first worker's durations start the list (dist
+					// reorders it; the workers are done with theirs).
+					durs[st][k] = a.durs[st][k]
+					continue
+				}
 				durs[st][k] = append(durs[st][k], a.durs[st][k]...)
 			}
 			warm[st] += a.warm[st]
