@@ -473,8 +473,14 @@ type conformanceResult struct {
 // compute rows with a micro-batch, in order, and those rows, appended to
 // labs and lrows: what compare reads.
 func rankLabels(t *trace.Trace, r *conformanceRank, m, v int, labs, lrows []int32) ([]int32, []int32) {
+	return rowLabels(t, r.rows, m, v, labs, lrows)
+}
+
+// rowLabels is rankLabels of the rows given (a rank's rows, or only its
+// compute rows).
+func rowLabels(t *trace.Trace, rows []int, m, v int, labs, lrows []int32) ([]int32, []int32) {
 	kinds, mbs, chunks := t.Kind, t.MicroBatch, t.Chunk
-	for _, i := range r.rows {
+	for _, i := range rows {
 		if !kinds[i].IsCompute() || mbs[i] < 0 {
 			continue
 		}
@@ -633,14 +639,33 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 		if len(ls.labs) < len(vs) {
 			ls.labs = make([][]int32, len(vs))
 		}
+		// When the window's rows are grouped by rank, its compute rows
+		// (in the same order) are too: each rank's are read from them.
+		var comp []int
+		if cw.sliced {
+			comp = cs.ix.computeRows(w, wi)
+		}
 		ls.off = ls.off[:0]
 		for x, v := range vs {
 			ls.labs[x], ls.rows = ls.labs[x][:0], ls.rows[:0]
+			c := 0
 			for k := range ranks {
 				if x == 0 {
 					ls.off = append(ls.off, len(ls.labs[x]))
 				}
-				ls.labs[x], ls.rows = rankLabels(t, &ranks[k], cw.m, v, ls.labs[x], ls.rows)
+				if comp == nil {
+					ls.labs[x], ls.rows = rankLabels(t, &ranks[k], cw.m, v, ls.labs[x], ls.rows)
+					continue
+				}
+				rk := ranks[k].rank
+				for c < len(comp) && t.Rank[comp[c]] < rk {
+					c++ // a rank left out (stage out of range)
+				}
+				lo := c
+				for c < len(comp) && t.Rank[comp[c]] == rk {
+					c++
+				}
+				ls.labs[x], ls.rows = rowLabels(t, comp[lo:c], cw.m, v, ls.labs[x], ls.rows)
 			}
 		}
 		ls.off = append(ls.off, len(ls.rows))
