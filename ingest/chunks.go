@@ -307,15 +307,22 @@ func (c *Chunks) place(files []int, inputs []input) *trace.Trace {
 	if len(files) < 2 || noPlace.Load() {
 		return nil
 	}
-	total := 0
+	total, size := 0, int64(0)
 	for _, fi := range files {
 		f := c.Files[fi]
 		if f.Format != FormatArrowFile && f.Format != FormatArrowStream || f.Compressed {
 			return nil
 		}
+		// The rows of the batches between the first and the last were
+		// counted from their headers: a corrupt one may claim any number.
+		st, err := os.Stat(c.paths[fi])
+		if err != nil || int64(f.Events)*rowBytes > placeLimit(st.Size()) {
+			return nil
+		}
 		total += f.Events
+		size += st.Size()
 	}
-	if total == 0 {
+	if total == 0 || int64(total)*rowBytes > placeLimit(size) {
 		return nil
 	}
 	t := arrowv1.MakeRows(total)

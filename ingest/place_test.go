@@ -350,3 +350,39 @@ func relative(o openResult) openResult {
 	}
 	return o
 }
+
+// TestPlacedHugeRowCount: a batch header claiming far more rows than its
+// file could hold makes no trace of that size: the files are read as
+// before, and say what is wrong the same way.
+func TestPlacedHugeRowCount(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 4, DP: 1, Steps: 1, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lz4 := func(r *trace.Trace) []byte {
+		return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 3})
+	}
+	paths := writeRanks(t, dir, tr, rankName, lz4)
+	// Every int64 3 (the rows of a batch and of its columns) in the
+	// second batch of rank 1's stream becomes 1<<30 (framing takes up to 1<<31-1).
+	data, ends := streamBatches(t, rankSlice(tr, 1), 3)
+	second := data[ends[1]:ends[2]]
+	copy(second, bytes.ReplaceAll(second, []byte{3, 0, 0, 0, 0, 0, 0, 0}, []byte{0, 0, 0, 0x40, 0, 0, 0, 0}))
+	if n, err := arrowv1.Rows(data); err != nil || n < 1<<30 {
+		t.Fatalf("the patched header was not taken as a row count (%d rows, %v)", n, err)
+	}
+	if err := os.WriteFile(paths[1], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, placed := openBoth(t, "huge count", dir)
+	if a.err == nil || placed {
+		t.Errorf("huge count: error %v, read in place %v", a.err, placed)
+	}
+	// OpenChunks reads only the first and last batches: the claim stands
+	// until the chunk is read.
+	if c, err := OpenChunks([]string{dir}, 0, Options{}); err != nil || c.Events < 1<<30 {
+		t.Fatalf("OpenChunks: %v", err)
+	}
+	chunksBoth(t, "huge count, chunks", 0, dir)
+}

@@ -16,8 +16,8 @@ func sameInto(t *testing.T, name string, data []byte) {
 	t.Helper()
 	want, werr := Read(data)
 	n, cerr := Rows(data)
-	if cerr != nil {
-		n = 3
+	if cerr != nil || werr != nil && n > 1<<16 {
+		n = 3 // (a corrupt header may claim any number of rows)
 	}
 	if werr == nil && int64(want.Trace.Len()) != n {
 		t.Fatalf("%s: Read gave %d rows, Rows counted %d", name, want.Trace.Len(), n)
