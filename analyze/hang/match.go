@@ -94,7 +94,8 @@ type matcher struct {
 	// index in sides of the current rank's side toward that peer (the
 	// first of its chain per group); 0 when none. Indexed by rank: no
 	// hashing on the hot path.
-	head []int32
+	head  []int32
+	slots []slot // scanFast's, indexed like head
 	// A channel opened by a rank toward a higher rank is registered under
 	// that rank: regHead[r] is 1 + the first, regNext chains them.
 	regHead []int32
@@ -147,6 +148,11 @@ func (a *analysis) match() {
 	m.visited = make([]bool, len(a.ranks))
 	if m.byGroup {
 		m.groupOf = map[string]uint32{}
+	} else {
+		m.slots = make([]slot, 2*len(a.ranks))
+		for i := range m.slots {
+			m.slots[i].s = -1
+		}
 	}
 	next := 0 // the lowest rank not visited
 	var batch []int32
@@ -207,19 +213,39 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 			}
 		}
 	} else {
-		m.scanFast(lo, peers, kinds)
+		m.scanFast(lo, peers, kinds, base)
 	}
 	for _, sd := range m.sides[base:] {
 		m.head[int(sd.peer)<<1|b2i(sd.recv)] = 0
 	}
 }
 
+// slot is the state of the current rank's side toward one peer in one
+// direction while scanFast scans the rank, indexed like matcher.head: one
+// look-up per op, no indirection through sides.
+type slot struct {
+	s          int32 // the side, -1 when the rank has none (yet)
+	n          int32 // ops
+	q          int32 // the first op waiting on the other side, -1 when none
+	head, tail int32 // the side's own queue, -1 when empty
+	ch         int32
+}
+
 // scanFast is scan's loop when channels are not per group: add and check
-// written out, on locals, for the hot path.
-func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind) {
+// written out, on locals, for the hot path. The rank's sides start at
+// base.
+func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind, base int) {
 	t := m.t
 	r := t.Rank[lo]
-	head, sides := m.head, m.sides
+	slots := m.slots
+	for s := base; s < len(m.sides); s++ {
+		sd := &m.sides[s]
+		q := int32(-1)
+		if sd.other >= 0 {
+			q = m.sides[sd.other].head
+		}
+		slots[int(sd.peer)<<1|b2i(sd.recv)] = slot{s: int32(s), q: q, head: -1, tail: -1, ch: sd.ch}
+	}
 	// The columns, all of one length n (for the peer's rows), and the
 	// rank's rows of them (j).
 	part := m.a.partner
@@ -237,47 +263,53 @@ func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind) {
 			continue
 		}
 		row := int32(lo + j)
-		p := peers[j]
-		s := head[int(p)<<1|int(k&1)] - 1
-		if s < 0 {
-			s = m.open(r, p, 0, k&1 != 0, row)
-			sides = m.sides
+		st := &slots[int(peers[j])<<1|int(k&1)]
+		if st.s < 0 {
+			s := m.open(r, peers[j], 0, k&1 != 0, row)
+			*st = slot{s: s, q: -1, head: -1, tail: -1, ch: m.sides[s].ch}
 		}
-		sd := &sides[s]
-		sd.n++
-		if o := sd.other; o >= 0 {
-			if od := &sides[o]; od.head >= 0 {
-				// Meet the first op waiting on the other side.
-				q := int(od.head)
-				if uint(q) >= uint(n) {
-					panic("hang: row out of range")
-				}
-				od.head = part[q]
-				part[q], ownPart[j] = row, int32(q)
-				matched++
-				// The common case, a pair that agrees on everything, without
-				// a call (of a send and a receive, the receive's kind is the
-				// send's with the low bit set).
-				if ownStep[j] != step[q] || ownMB[j] != mb[q] || k^kind[q] != 1 ||
-					ownBytes[j] != bytes[q] || !sameString(ownShape[j], shape[q]) || !sameString(ownDtype[j], dtype[q]) {
-					if k&1 != 0 {
-						m.check(sd.ch, int32(q), row)
-					} else {
-						m.check(sd.ch, row, int32(q))
-					}
-				}
-				continue
+		st.n++
+		if q := int(st.q); q >= 0 {
+			// Meet the first op waiting on the other side.
+			if uint(q) >= uint(n) {
+				panic("hang: row out of range")
 			}
+			st.q = part[q]
+			part[q], ownPart[j] = row, int32(q)
+			matched++
+			// The common case, a pair that agrees on everything, without
+			// a call (of a send and a receive, the receive's kind is the
+			// send's with the low bit set).
+			if ownStep[j] != step[q] || ownMB[j] != mb[q] || k^kind[q] != 1 ||
+				ownBytes[j] != bytes[q] || !sameString(ownShape[j], shape[q]) || !sameString(ownDtype[j], dtype[q]) {
+				if k&1 != 0 {
+					m.check(st.ch, int32(q), row)
+				} else {
+					m.check(st.ch, row, int32(q))
+				}
+			}
+			continue
 		}
 		ownPart[j] = -1
-		if sd.tail >= 0 {
-			part[sd.tail] = row
+		if st.tail >= 0 {
+			part[st.tail] = row
 		} else {
-			sd.head = row
+			st.head = row
 		}
-		sd.tail = row
+		st.tail = row
 	}
 	m.matched += matched
+	// Back to the sides: counts, queues, and what is left of the other
+	// sides' queues.
+	for s := base; s < len(m.sides); s++ {
+		sd := &m.sides[s]
+		st := &slots[int(sd.peer)<<1|b2i(sd.recv)]
+		sd.n, sd.head, sd.tail = st.n, st.head, st.tail
+		if sd.other >= 0 {
+			m.sides[sd.other].head = st.q
+		}
+		st.s = -1
+	}
 }
 
 // newSide appends a side of the current rank toward peer on channel c,
