@@ -431,7 +431,11 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
-var chainWidth = 64
+// chainWidth is how many ranks match scans side by side along their
+// chains: consecutive ranks share the columns' cache lines and pages (rows
+// are in rank order), and the ranks of a batch are still in cache when the
+// next batch, their peers, reads their ops.
+const chainWidth = 16
 
 func b2i(b bool) int {
 	if b {
