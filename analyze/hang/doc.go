@@ -15,11 +15,14 @@
 // each rank's own ops, so a send and its receive carry different ones.
 // Each matched pair is then checked label by label: step, micro-batch,
 // kind (SEND_F with RECV_F, SEND_B with RECV_B), shape, dtype, bytes.
-// Matching is one pass over the rows in (rank, seq) order: each op finds
-// its channel by indexing arrays by peer rank (no hash maps) and meets the
-// first op waiting on the channel's other side, which a lower rank posted,
-// or waits for one; the pair's labels are checked while the later op's
-// rows are in cache.
+// Matching is one pass over the ranks, each in seq order, in batches of
+// consecutive ranks that follow their chains (a pipeline's next stage comes
+// right after the stage it receives from, while its rows are in cache):
+// each op finds its channel by indexing arrays by peer rank (no hash maps)
+// and meets the first op waiting on the channel's other side, which a rank
+// scanned earlier posted, or waits for one; the pair's labels are checked
+// while both ranks' rows are in cache. Channels are then numbered in the
+// order of their first op in the rows.
 //
 // # Collectives
 //

@@ -261,10 +261,10 @@ func (n Node) IsRank() bool { return !n.Barrier && n.Group == "" }
 //     or, with only sends pending, its first pending send).
 //  2. Matching (NCCL semantics): per ordered pair (src, dst), the k-th send
 //     of src to dst meets the k-th receive of dst from src, whatever their
-//     labels. One pass over the rows in (rank, seq) order, with arrays
-//     indexed by rank (no hashing): an op meets the first waiting op of
-//     its channel's other side, or waits in its side's queue; linear in
-//     the ops. Each pair is checked for step/micro-batch/kind labels
+//     labels. One pass over the ranks (each in seq order, batches of
+//     ranks along their chains), with arrays indexed by rank (no
+//     hashing): an op meets the first waiting op of its channel's other
+//     side, or waits in its side's queue; linear in the ops. Each pair is checked for step/micro-batch/kind labels
 //     (order_mismatch), then shape, dtype and bytes.
 //     2b. Collectives (collective.go): per process group and sequence
 //     number, which members posted, completed, or never posted the
