@@ -302,11 +302,27 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.scanRanks()         // 1
-	a.match()             // 2
-	a.matchCollectives()  // 2b
-	a.markLost()          // 3
-	a.checkProgram()      // 4
+	a.scanRanks() // 1
+	// The schedule check reads only the rows and the ranks' row ranges,
+	// and writes only its divergences: it runs beside matching, and its
+	// notes take their place after.
+	prog := make(chan struct{})
+	var progPanic any
+	go func() {
+		defer func() {
+			progPanic = recover() // raised again by Run's goroutine
+			close(prog)
+		}()
+		a.checkProgram() // 4
+	}()
+	a.match()            // 2
+	a.matchCollectives() // 2b
+	a.markLost()         // 3
+	<-prog
+	if progPanic != nil {
+		panic(progPanic)
+	}
+	a.rep.Notes = append(a.rep.Notes, a.progNotes...)
 	a.buildGraph()        // 5
 	a.collectMismatches() // 2, 5: the list
 	a.decide()            // 6

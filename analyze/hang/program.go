@@ -21,19 +21,19 @@ func (a *analysis) checkProgram() {
 		return
 	}
 	if !slices.Contains(schedule.Names, j.Schedule) {
-		a.note("schedule %q is not one ppprof models: ops are not checked against a schedule", j.Schedule)
+		a.progNote("schedule %q is not one ppprof models: ops are not checked against a schedule", j.Schedule)
 		return
 	}
 	v := max(j.Virtual, 1)
 	// The action lists hold about 6*p*m*v actions; a metadata claim far
 	// beyond the trace's size is not worth building.
 	if int64(j.PP)*int64(j.MicroBatches)*int64(v) > 4*int64(a.t.Len())+1<<16 {
-		a.note("metadata pp=%d microbatches=%d virtual=%d is far larger than the trace: ops are not checked against the schedule", j.PP, j.MicroBatches, v)
+		a.progNote("metadata pp=%d microbatches=%d virtual=%d is far larger than the trace: ops are not checked against the schedule", j.PP, j.MicroBatches, v)
 		return
 	}
 	s, err := schedule.New(j.Schedule, j.PP, j.MicroBatches, v)
 	if err != nil {
-		a.note("cannot build the %s schedule from the metadata (%v): ops are not checked against it", j.Schedule, err)
+		a.progNote("cannot build the %s schedule from the metadata (%v): ops are not checked against it", j.Schedule, err)
 		return
 	}
 	t := a.t
@@ -62,7 +62,7 @@ func (a *analysis) checkProgram() {
 		}
 	}
 	if len(divs) > follow && len(divs) > 1 {
-		a.note("%d of %d ranks do not follow the %s schedule as ppprof builds it (the runtime orders its ops differently?): ops are not checked against it",
+		a.progNote("%d of %d ranks do not follow the %s schedule as ppprof builds it (the runtime orders its ops differently?): ops are not checked against it",
 			len(divs), len(divs)+follow, j.Schedule)
 		return
 	}
@@ -119,6 +119,12 @@ func (a *analysis) departure(lo, hi, i, pos int, want schedule.Action) *Divergen
 		}
 	}
 	return d
+}
+
+// progNote is note for checkProgram, which runs beside matching: its notes
+// wait in progNotes for their place in the report's.
+func (a *analysis) progNote(format string, args ...any) {
+	a.progNotes = append(a.progNotes, fmt.Sprintf(format, args...))
 }
 
 // describeAction says "RECV_F mb 6" or "SEND_B mb 2 chunk 1".

@@ -22,7 +22,8 @@ type analysis struct {
 	pairMM  []pairMismatch // per channel and kind, the first mismatched pair
 
 	// Schedule check (program.go).
-	divs []Divergence // per diverging rank, its first departure; by rank
+	divs      []Divergence // per diverging rank, its first departure; by rank
+	progNotes []string     // its notes
 
 	// Wait-for graph (graph.go).
 	barriers  []barrier
