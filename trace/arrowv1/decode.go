@@ -16,12 +16,20 @@ import (
 // batches read. The trace is not validated yet.
 func decodeFrames(frames []frame, mem *limitAllocator) (*trace.Trace, int, error) {
 	fr := &frameReader{frames: frames, mem: mem}
-	rdr, err := ipc.NewReaderFromMessageReader(fr, ipc.WithAllocator(mem))
+	// Not WithEnsureNativeEndian(true), arrow-go's default: it byte-swaps
+	// a big-endian input's buffers in place, which would change the
+	// caller's bytes (a read-only mapping: a crash) and make a second read
+	// of the same bytes differ from the first. ppprof writes little-endian;
+	// big-endian input is refused.
+	rdr, err := ipc.NewReaderFromMessageReader(fr, ipc.WithAllocator(mem), ipc.WithEnsureNativeEndian(false))
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading schema: %w", err)
 	}
 	defer rdr.Release()
 	schema := rdr.Schema()
+	if !schema.IsNativeEndian() {
+		return nil, 0, fmt.Errorf("reading schema: big-endian data is not supported (ppprof reads and writes little-endian Arrow)")
+	}
 	meta, err := trace.ParseMeta(schema.Metadata().ToMap())
 	if err != nil {
 		return nil, 0, fmt.Errorf("schema metadata: %w", err)

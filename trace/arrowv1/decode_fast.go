@@ -243,12 +243,16 @@ func setLen(t *trace.Trace, n int) {
 // column errors are the checked path's), and the fields' buffer layout and
 // dictionary ids come from the flatbuffer.
 func newFastPlan(schemaFrame frame) (*fastPlan, bool) {
-	rdr, err := ipc.NewReaderFromMessageReader(&frameReader{frames: []frame{schemaFrame}, mem: memory.DefaultAllocator})
+	rdr, err := ipc.NewReaderFromMessageReader(&frameReader{frames: []frame{schemaFrame}, mem: memory.DefaultAllocator},
+		ipc.WithEnsureNativeEndian(false))
 	if err != nil {
 		return nil, false
 	}
 	defer rdr.Release()
 	schema := rdr.Schema()
+	if !schema.IsNativeEndian() {
+		return nil, false // the checked path says why
+	}
 	meta, err := trace.ParseMeta(schema.Metadata().ToMap())
 	if err != nil {
 		return nil, false
@@ -406,6 +410,9 @@ func (p *fastPlan) dictionary(fr *frame, lut []trace.Kind, d *decoder) ([]trace.
 	offs, data, ok := bb.utf8(0, n, &sc)
 	if !ok {
 		return nil, false
+	}
+	if delta && lut == nil {
+		return nil, false // a delta with no dictionary before it: the checked path's error
 	}
 	if !delta {
 		lut = nil
