@@ -463,9 +463,9 @@ func modelBytes() int {
 
 // e2e runs `ppprof analyze DIR` in a fresh process: wall time and peak
 // resident memory. streamed reads the trace a few replicas at a time with
-// a memory budget of 2 GB (--max-memory 2G: chunks of one replica, the
-// first replica kept between passes, the others read again by each pass),
-// what a trace larger than memory costs. It measures at once and returns
+// a memory budget of 2 GB (--max-memory 2G: chunks of one replica, read
+// once, packed, and unpacked by each pass while the packed chunks fit in
+// 0.8 GB, the others read again), what a trace larger than memory costs. It measures at once and returns
 // what prints its rows (after the read and decode rows, for the ratios).
 func (b *bench) e2e(streamed bool) func() {
 	var rss int64
