@@ -27,6 +27,14 @@ type Chunks interface {
 	Chunk(c int) (*trace.Trace, error)
 }
 
+// Recycler is a Chunks that takes back a chunk's trace its caller is done
+// with, to read a later chunk into its columns (ingest.Chunks). RunChunks
+// hands back each chunk it has packed (Options.PackBytes), after its scan,
+// and uses nothing of it afterwards.
+type Recycler interface {
+	Recycle(t *trace.Trace)
+}
+
 // wholeTrace is one trace as a single chunk (Run).
 type wholeTrace struct{ t *trace.Trace }
 
@@ -217,6 +225,12 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			}
 			for _, g := range ws {
 				g.rows, g.t = nil, nil
+			}
+			// Nothing refers to a packed chunk's trace any more (the
+			// packed chunk shares only its strings' bytes): a source
+			// that recycles takes it back.
+			if r, ok := src.(Recycler); ok && ix.chunks[c].packed != nil {
+				r.Recycle(t)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/ppprof/ppprof/trace"
 	"github.com/ppprof/ppprof/trace/arrowv1"
@@ -31,6 +32,19 @@ type Chunks struct {
 	groups [][]int    // per chunk: indices into Files, increasing
 	rows   []int      // per chunk
 	opt    readOpts
+
+	mu    sync.Mutex
+	spare *trace.Trace // a chunk handed back (Recycle), for the next to be read into
+}
+
+// Recycle hands back a trace Chunk returned that its caller no longer
+// uses, nor any of its columns: the next Chunk may decode its files into
+// those columns instead of fresh memory (no page faults, no zeroing).
+// analyze.RunChunks recycles each chunk it has packed.
+func (c *Chunks) Recycle(t *trace.Trace) {
+	c.mu.Lock()
+	c.spare = t
+	c.mu.Unlock()
 }
 
 // OpenChunks reads every trace named by paths once, as Open does (the same
@@ -325,7 +339,11 @@ func (c *Chunks) place(files []int, inputs []input) *trace.Trace {
 	if total == 0 || int64(total)*rowBytes > placeLimit(size) {
 		return nil
 	}
-	t := arrowv1.MakeRows(total)
+	c.mu.Lock()
+	spare := c.spare
+	c.spare = nil
+	c.mu.Unlock()
+	t := arrowv1.MakeRowsIn(spare, total)
 	off := 0
 	for k, fi := range files {
 		n := c.Files[fi].Events

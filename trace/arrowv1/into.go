@@ -21,6 +21,31 @@ func MakeRows(n int) *trace.Trace {
 	return t
 }
 
+// MakeRowsIn is MakeRows reusing t's columns when each has the capacity
+// for n rows (t's rows are overwritten: the string columns' first n rows
+// become "", the others hold anything, as ReadInto allows). t may be nil.
+func MakeRowsIn(t *trace.Trace, n int) *trace.Trace {
+	if t == nil || n < 0 || !fitsCap(t, n) {
+		return MakeRows(n)
+	}
+	setLen(t, n)
+	t.Meta = trace.Meta{}
+	clear(t.Shape)
+	clear(t.Dtype)
+	clear(t.Group)
+	return t
+}
+
+// fitsCap reports whether every column of t has capacity for n rows.
+func fitsCap(t *trace.Trace, n int) bool {
+	return cap(t.Rank) >= n && cap(t.Pipeline) >= n && cap(t.Stage) >= n && cap(t.TPRank) >= n &&
+		cap(t.Chunk) >= n && cap(t.Step) >= n && cap(t.MicroBatch) >= n && cap(t.Kind) >= n &&
+		cap(t.Seq) >= n && cap(t.IssueNs) >= n && cap(t.StartNs) >= n && cap(t.EndNs) >= n &&
+		cap(t.Peer) >= n && cap(t.Bytes) >= n && cap(t.Shape) >= n && cap(t.Dtype) >= n &&
+		cap(t.Tokens) >= n && cap(t.Flops) >= n && cap(t.MemBytes) >= n && cap(t.Group) >= n &&
+		cap(t.GroupSeq) >= n
+}
+
 // ReadInto is Read with the input's rows decoded into rows [off, off+n) of
 // dst's columns instead of a trace of their own.
 //
