@@ -257,6 +257,7 @@ type index struct {
 	complete int            // windows whose events all ended
 	groups   *opGroups      // newOpGroups' result, made once
 	onChunk  func(c, n int) // called before forWindows loads chunk c of n
+	spare    *trace.Trace   // columns of a packed chunk done with, to unpack the next into
 
 	// compCache and compGen: computeRows's per-worker lists (runPasses
 	// makes them; without, nothing is cached for chunks not kept).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
-	"sync"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -321,16 +320,11 @@ func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
 				ix.windows[k].rows, ix.windows[k].t = nil, nil
 			}
 			if cs.packed != nil {
-				unpackPool.Put(t)
+				ix.spare = t
 			}
 		}
 	}
 }
-
-// unpackPool holds the columns of packed chunks whose windows are done,
-// for the next chunk to be unpacked into: no allocation (and no zeroing)
-// per chunk and visit.
-var unpackPool sync.Pool
 
 // attach loads chunk c (unpacks it when packed) and hands each of its
 // windows its rows.
@@ -338,12 +332,14 @@ func (ix *index) attach(c int) error {
 	cs := &ix.chunks[c]
 	var t *trace.Trace
 	if cs.packed != nil {
-		// Into the columns of a chunk unpacked before: forWindows lets
-		// a chunk's windows go before it hands its columns back, and
+		// Into the columns of the chunk unpacked before (ix.spare: no
+		// allocation, no zeroing, no page faults per chunk and visit):
+		// forWindows lets a chunk's windows go before it hands its
+		// columns back, and
 		// nothing keeps a chunk's trace beyond its windows
 		// (TestRunChunksIsRun unpacks every chunk into the same columns).
-		dst, _ := unpackPool.Get().(*trace.Trace)
-		t = cs.packed.Unpack(dst)
+		t = cs.packed.Unpack(ix.spare)
+		ix.spare = nil
 	} else {
 		var err error
 		if t, err = ix.src.Chunk(c); err != nil {
