@@ -62,5 +62,31 @@ for b in BeginEnd IssueComplete; do
   ns=$(echo "$c" | awk -v b="Benchmark$b" '$1 ~ "^"b"(-[0-9]+)?$" {for(i=1;i<=NF;i++) if($(i+1)=="ns/op") print $i}' | median)
   [ -n "$ns" ] && printf '| %-44s | %-30s | %s |\n' "collector $b" "$ns ns/event" "go test -bench $b ./collector/"
 done
+m=$(go test -run XXX -bench 'Match4096$' -cpu 1 -count "$RUNS" ./analyze/hang/ 2>/dev/null | grep '^BenchmarkMatch4096' || true)
+if [ -n "$m" ]; then
+  ops=$(echo "$m" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="p2p-ops/cpu-s") print $i}' | median)
+  printf '| %-44s | %-30s | %s |\n' "hang matching alone (BenchmarkMatch4096), 1 core" \
+    "$(awk -v x="$ops" 'BEGIN{printf "%.1fM P2P ops per CPU-second", x/1e6}')" "go test -bench Match4096 -cpu 1 ./analyze/hang/"
+fi
+
+# A trace of BIG_STEPS steps (98: 302M events, 9.1 GB, about 7 minutes to
+# write), analysed end to end once: set BIG_STEPS to run it.
+if [ -n "${BIG_STEPS:-}" ]; then
+  BIG_DIR=${BIG_DIR:-${TMPDIR:-/tmp}/ppprof-bench-fleet-$BIG_STEPS}
+  if [ ! -e "$BIG_DIR/.complete" ]; then
+    rm -rf "$BIG_DIR" && mkdir -p "$BIG_DIR"
+    echo "writing the fleet trace ($BIG_STEPS steps) to $BIG_DIR ..." >&2
+    "$bin/ppprof" simulate --fleet --quiet --schedule interleaved --stages 16 --tp 8 --dp 32 \
+      --microbatches 64 --steps "$BIG_STEPS" --jitter 0.05 --p2p-latency-us 10 --p2p-gbps 400 \
+      --opt-ms 2 --compression lz4 --seed 1 -o "$BIG_DIR"
+    touch "$BIG_DIR/.complete"
+  fi
+  cat "$BIG_DIR"/rank-*.arrows > /dev/null
+  out=$( { /usr/bin/time -f '%e %U %S %M' "$bin/ppprof" analyze --format json -q "$BIG_DIR" > /dev/null; } 2>&1 | tail -1)
+  read -r wall user sys rss <<< "$out"
+  printf '| %-44s | %-30s | %s |\n' "ppprof analyze, $BIG_STEPS steps (--stream auto)" \
+    "$(awk -v w="$wall" 'BEGIN{printf "%d:%04.1f", w/60, w-60*int(w/60)}')" \
+    "one run; CPU $user + $sys s; peak RSS $(awk -v k="$rss" 'BEGIN{printf "%.1f GB", k*1024/1e9}')"
+fi
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
