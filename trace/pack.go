@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -76,6 +77,20 @@ var unpackOrder = [...]int{
 	ColRank, ColPipeline, ColStage, ColTPRank, ColChunk, ColStep, ColMicroBatch,
 	ColKind, ColSeq, ColStartNs, ColIssueNs, ColEndNs, ColPeer, ColBytes,
 	ColTokens, ColFlops, ColMemBytes, ColGroupSeq,
+}
+
+// stringCols are the string columns, stored as per-block dictionaries.
+var stringCols = [...]int{ColShape, ColDtype, ColGroup}
+
+// stringCol returns string column c of t.
+func stringCol(t *Trace, c int) *[]string {
+	switch c {
+	case ColShape:
+		return &t.Shape
+	case ColDtype:
+		return &t.Dtype
+	}
+	return &t.Group
 }
 
 // Len returns the number of events.
@@ -160,24 +175,14 @@ func parallelBlocks(n int, fn func(b int)) {
 		}
 		return
 	}
-	var next int64
-	var mu sync.Mutex
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				b := next
-				next++
-				mu.Unlock()
-				if b >= int64(n) {
-					return
-				}
-				fn(int(b))
+		wg.Go(func() {
+			for b := int(next.Add(1) - 1); b < n; b = int(next.Add(1) - 1) {
+				fn(b)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -238,17 +243,8 @@ func packBlock(t *Trace, lo, hi int) packedBlock {
 	h[ColFlops], buf = encodeInts(asInt64(t.Flops[lo:hi]), nil, false, u, buf)
 	h[ColMemBytes], buf = encodeInts(t.MemBytes[lo:hi], nil, true, u, buf)
 	h[ColGroupSeq], buf = encodeInts(t.GroupSeq[lo:hi], nil, true, u, buf)
-	for _, c := range [...]int{ColShape, ColDtype, ColGroup} {
-		var s []string
-		switch c {
-		case ColShape:
-			s = t.Shape[lo:hi]
-		case ColDtype:
-			s = t.Dtype[lo:hi]
-		default:
-			s = t.Group[lo:hi]
-		}
-		blk.strs = stringCodes(s, blk.strs, ps.codes[:m])
+	for _, c := range stringCols {
+		blk.strs = stringCodes((*stringCol(t, c))[lo:hi], blk.strs, ps.codes[:m])
 		blk.hdr[c], buf = encodeInts(ps.codes[:m], nil, false, &ps.tmp, buf)
 	}
 	blk.data = append([]byte(nil), buf...)
@@ -529,18 +525,10 @@ func (b *packedBlock) unpack(dst *Trace, lo, hi int) {
 			decodeInto(dst.GroupSeq[lo:hi], h, b.data, nil)
 		}
 	}
-	for _, c := range [...]int{ColShape, ColDtype, ColGroup} {
+	for _, c := range stringCols {
 		codes := tmp[:m]
 		decodeInto(codes, &b.hdr[c], b.data, nil)
-		var out []string
-		switch c {
-		case ColShape:
-			out = dst.Shape[lo:hi]
-		case ColDtype:
-			out = dst.Dtype[lo:hi]
-		default:
-			out = dst.Group[lo:hi]
-		}
+		out := (*stringCol(dst, c))[lo:hi]
 		strs := b.strs
 		for i, k := range codes {
 			out[i] = strs[k]
