@@ -335,9 +335,9 @@ func (ix *index) attach(c int) error {
 		// Into the columns of the chunk unpacked before (ix.spare: no
 		// allocation, no zeroing, no page faults per chunk and visit):
 		// forWindows lets a chunk's windows go before it hands its
-		// columns back, and
-		// nothing keeps a chunk's trace beyond its windows
-		// (TestRunChunksIsRun unpacks every chunk into the same columns).
+		// columns back, and nothing keeps a chunk's trace beyond its
+		// windows (TestRunChunksIsRun unpacks every chunk into the same
+		// columns).
 		t = cs.packed.Unpack(ix.spare)
 		ix.spare = nil
 	} else {

@@ -38,9 +38,9 @@ type streamPlan struct {
 // pipeline replicas at a time. auto streams when the input's events (counted
 // from Arrow headers, ingest.CountRows) would need more than half the
 // memory (--max-memory, else the machine's RAM) analysed whole. Chunks are
-// a tenth of that memory's worth of events, at most maxChunkRows; up to two fifths of it hold
-// chunks packed between passes (trace.Pack, about 30 bytes per event: a
-// trace of up to memory/75 events is read once).
+// a tenth of that memory's worth of events, at most maxChunkRows; up to
+// two fifths of it hold chunks packed between passes (trace.Pack, 25-30
+// bytes per event: a trace of up to memory/75 events is read once).
 func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, error) {
 	ram := memTotalBytes()
 	if ram <= 0 {
