@@ -28,8 +28,9 @@ type Chunks interface {
 
 // Recycler is a Chunks that takes back a chunk's trace its caller is done
 // with, to read a later chunk into its columns (ingest.Chunks). RunChunks
-// hands back each chunk it has packed (Options.PackBytes), after its scan,
-// and uses nothing of it afterwards.
+// hands back each chunk it has packed (Options.PackBytes) after its scan,
+// but the last (whose columns the visits unpack into), and uses nothing
+// of it afterwards.
 type Recycler interface {
 	Recycle(t *trace.Trace)
 }
@@ -227,9 +228,14 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			}
 			// Nothing refers to a packed chunk's trace any more (the
 			// packed chunk shares only its strings' bytes): a source
-			// that recycles takes it back.
-			if r, ok := src.(Recycler); ok && ix.chunks[c].packed != nil {
-				r.Recycle(t)
+			// that recycles takes it back for the next chunk to be read
+			// into; the last one is what the visits unpack into.
+			if ix.chunks[c].packed != nil {
+				if r, ok := src.(Recycler); ok && c+1 < len(ix.chunks) {
+					r.Recycle(t)
+				} else {
+					ix.spare = t
+				}
 			}
 		}
 	}

@@ -60,6 +60,9 @@ func (pc *pipelineChunks) Chunk(c int) (*trace.Trace, error) {
 // it back would not be Run's.
 func (pc *pipelineChunks) Recycle(t *trace.Trace) {
 	pc.recycled++
+	if t == nil || t.Len() == 0 {
+		return
+	}
 	for i := range t.Len() {
 		t.Rank[i], t.Pipeline[i], t.Stage[i], t.Step[i], t.MicroBatch[i] = 7, 7, 7, 7, 7
 		t.Kind[i], t.Seq[i], t.StartNs[i], t.EndNs[i], t.IssueNs[i] = trace.F, 0, 1, 2, 0
@@ -159,8 +162,8 @@ func TestRunChunksIsRun(t *testing.T) {
 				if cfg == (struct{ keep, pack int }{}) && len(groups) > 1 && pc.loads <= len(groups) {
 					t.Errorf("%s, %s: %d loads of %d chunks with none kept: passes did not read them again", name, how, pc.loads, len(groups))
 				}
-				if cfg.pack == 1<<40 && (pc.loads != len(groups) || pc.recycled != len(groups)) {
-					t.Errorf("%s, %s: %d loads and %d recycled of %d chunks, all packed: want each read once, then recycled", name, how, pc.loads, pc.recycled, len(groups))
+				if cfg.pack == 1<<40 && (pc.loads != len(groups) || pc.recycled != len(groups)-1) {
+					t.Errorf("%s, %s: %d loads and %d recycled of %d chunks, all packed: want each read once, then all but the last recycled", name, how, pc.loads, pc.recycled, len(groups))
 				}
 			}
 		}
