@@ -291,49 +291,57 @@ func (sc *memScan) rankEdges(rows []int) []memEdge {
 		sc.touched = sc.touched[:0]
 		// Pairs come in the order their first op ran: their F ends, and
 		// their last backward ends, are mostly each in time order already.
-		if sc.mergeEdges() {
-			return sc.edges
+		sc.mergeEdges()
+		return sc.edges
+	}
+	sc.recs = sc.recs[:0]
+	for _, i := range rows {
+		if relevant(i) {
+			sc.recs = append(sc.recs, memRec{int32(t.MicroBatch[i]), t.Chunk[i], t.Kind[i], t.EndNs[i], t.Bytes[i]})
 		}
-	} else {
-		sc.recs = sc.recs[:0]
-		for _, i := range rows {
-			if relevant(i) {
-				sc.recs = append(sc.recs, memRec{int32(t.MicroBatch[i]), t.Chunk[i], t.Kind[i], t.EndNs[i], t.Bytes[i]})
-			}
+	}
+	slices.SortFunc(sc.recs, func(a, b memRec) int { return cmp.Or(cmp.Compare(a.mb, b.mb), cmp.Compare(a.chunk, b.chunk)) })
+	for i := 0; i < len(sc.recs); {
+		var ps pairState
+		j := i
+		for ; j < len(sc.recs) && sc.recs[j].mb == sc.recs[i].mb && sc.recs[j].chunk == sc.recs[i].chunk; j++ {
+			ps.add(sc.recs[j].kind, sc.recs[j].endNs, sc.recs[j].bytes)
 		}
-		slices.SortFunc(sc.recs, func(a, b memRec) int { return cmp.Or(cmp.Compare(a.mb, b.mb), cmp.Compare(a.chunk, b.chunk)) })
-		for i := 0; i < len(sc.recs); {
-			var ps pairState
-			j := i
-			for ; j < len(sc.recs) && sc.recs[j].mb == sc.recs[i].mb && sc.recs[j].chunk == sc.recs[i].chunk; j++ {
-				ps.add(sc.recs[j].kind, sc.recs[j].endNs, sc.recs[j].bytes)
-			}
-			sc.edges = ps.edges(sc.edges)
-			i = j
-		}
+		sc.edges = ps.edges(sc.edges)
+		i = j
 	}
 	slices.SortFunc(sc.edges, func(a, b memEdge) int { return cmp.Or(cmp.Compare(a.atNs, b.atNs), cmp.Compare(a.delta, b.delta)) })
 	return sc.edges
 }
 
 // mergeEdges puts sc.edges in time order by merging its +1 and its -1
-// edges when each of the two is in time order already, and reports whether
-// it could. Edges at one instant are summed together by the sweep, so
-// their order among themselves does not matter.
-func (sc *memScan) mergeEdges() bool {
+// edges, each half sorted by time first unless it is in time order
+// already (the F ends mostly are; an interleaved schedule's backward ends
+// are not). Edges at one
+// instant are summed together by the sweep, so their order among
+// themselves does not matter.
+func (sc *memScan) mergeEdges() {
 	sc.plus, sc.minus = sc.plus[:0], sc.minus[:0]
+	plusSorted, minusSorted := true, true
 	for _, e := range sc.edges {
 		if e.delta > 0 {
 			if len(sc.plus) > 0 && e.atNs < sc.plus[len(sc.plus)-1].atNs {
-				return false
+				plusSorted = false
 			}
 			sc.plus = append(sc.plus, e)
 		} else {
 			if len(sc.minus) > 0 && e.atNs < sc.minus[len(sc.minus)-1].atNs {
-				return false
+				minusSorted = false
 			}
 			sc.minus = append(sc.minus, e)
 		}
+	}
+	byTime := func(a, b memEdge) int { return cmp.Compare(a.atNs, b.atNs) }
+	if !plusSorted {
+		slices.SortFunc(sc.plus, byTime)
+	}
+	if !minusSorted {
+		slices.SortFunc(sc.minus, byTime)
 	}
 	out := sc.edges[:0]
 	i, j := 0, 0
@@ -347,7 +355,6 @@ func (sc *memScan) mergeEdges() bool {
 		}
 	}
 	sc.edges = out
-	return true
 }
 
 // byRank returns rows ordered by rank, stably: rows itself when it already
