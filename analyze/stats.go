@@ -42,6 +42,8 @@ type statsScratch struct {
 	recv   [][]taggedIv // per stage: receive transfer phases
 	all    []interval
 	group  []interval
+	keys   []boundaryKey       // byKey's boundaries...
+	groups [maxKeys][]interval // ...and their phases
 	p2p    p2pScratch
 	union  unionScratch // for the compute union, which stays in use...
 	union2 unionScratch // ...while the receive phases' unions are formed
@@ -249,23 +251,65 @@ func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
 			sc.all = append(sc.all, r.iv)
 		}
 		a.wait[st] += inGaps(unionRuns(sc.all, &sc.union2), span[:], u)
-		// Per boundary: runs of equal key, each its own union.
+		// Per boundary, each its own union (a set: the order the phases
+		// are gathered in does not change it).
 		rs := sc.recv[st]
-		slices.SortFunc(rs, func(a, b taggedIv) int {
-			return cmp.Or(cmp.Compare(a.key.dir, b.key.dir), cmp.Compare(a.key.from, b.key.from), cmp.Compare(a.key.to, b.key.to))
-		})
-		for i := 0; i < len(rs); {
-			j := i
-			sc.group = sc.group[:0]
-			for ; j < len(rs) && rs[j].key == rs[i].key; j++ {
-				sc.group = append(sc.group, rs[j].iv)
+		if !sc.byKey(rs) {
+			slices.SortFunc(rs, func(a, b taggedIv) int {
+				return cmp.Or(cmp.Compare(a.key.dir, b.key.dir), cmp.Compare(a.key.from, b.key.from), cmp.Compare(a.key.to, b.key.to))
+			})
+			for i := 0; i < len(rs); {
+				j := i
+				sc.group = sc.group[:0]
+				for ; j < len(rs) && rs[j].key == rs[i].key; j++ {
+					sc.group = append(sc.group, rs[j].iv)
+				}
+				if x := inGaps(unionRuns(sc.group, &sc.union2), span[:], u); x > 0 {
+					a.exposed[rs[i].key] += x
+				}
+				i = j
 			}
-			if x := inGaps(unionRuns(sc.group, &sc.union2), span[:], u); x > 0 {
-				a.exposed[rs[i].key] += x
+			continue
+		}
+		for j, key := range sc.keys {
+			if x := inGaps(unionRuns(sc.groups[j], &sc.union2), span[:], u); x > 0 {
+				a.exposed[key] += x
 			}
-			i = j
 		}
 	}
+}
+
+// maxKeys bounds the boundaries byKey gathers one stage's receive phases
+// into (a stage receives from two, its neighbours); more are sorted.
+const maxKeys = 8
+
+// byKey gathers rs's phases by boundary into sc.keys and sc.groups (the
+// phases of sc.keys[j] in sc.groups[j], in rs's order) and reports whether
+// they fit (at most maxKeys boundaries).
+func (sc *statsScratch) byKey(rs []taggedIv) bool {
+	sc.keys = sc.keys[:0]
+	j := -1
+	for _, r := range rs {
+		if j < 0 || sc.keys[j] != r.key {
+			j = -1
+			for x, k := range sc.keys {
+				if k == r.key {
+					j = x
+					break
+				}
+			}
+			if j < 0 {
+				if len(sc.keys) == maxKeys {
+					return false
+				}
+				j = len(sc.keys)
+				sc.keys = append(sc.keys, r.key)
+				sc.groups[j] = sc.groups[j][:0]
+			}
+		}
+		sc.groups[j] = append(sc.groups[j], r.iv)
+	}
+	return true
 }
 
 // inGaps returns how much of the disjoint sorted intervals x falls inside
