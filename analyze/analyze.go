@@ -497,12 +497,22 @@ func groupWindows(t *trace.Trace, opt Options) []*window {
 	var runs []run
 	var sizes []int
 	total := 0
-	steps, pipes := t.Step, t.Pipeline
-	for lo, n := 0, t.Len(); lo < n; {
+	n := t.Len()
+	steps, pipes := t.Step[:n], t.Pipeline[:n]
+	for lo := 0; lo < n; {
+		// The run: its rows of the same step, then of the same pipeline
+		// among those (two tight loops, one column each).
 		st, pp := steps[lo], pipes[lo]
 		hi := lo + 1
-		for hi < n && steps[hi] == st && pipes[hi] == pp {
+		for hi < len(steps) && steps[hi] == st {
 			hi++
+		}
+		ps := pipes[lo+1 : hi]
+		for j, x := range ps {
+			if x != pp {
+				hi = lo + 1 + j
+				break
+			}
 		}
 		if opt.Step < 0 || st == opt.Step {
 			k := key{st, pp}
@@ -522,14 +532,16 @@ func groupWindows(t *trace.Trace, opt Options) []*window {
 	all := make([]int, total)
 	off := 0
 	for id, g := range wins {
-		g.rows = all[off : off : off+sizes[id]]
-		off += sizes[id]
+		g.rows = all[off : off+sizes[id] : off+sizes[id]]
+		sizes[id] = off // now where the window's next run goes
+		off += len(g.rows)
 	}
 	for _, r := range runs {
-		g := wins[r.win]
-		for i := r.lo; i < r.hi; i++ {
-			g.rows = append(g.rows, i)
+		dst := all[sizes[r.win] : sizes[r.win]+r.hi-r.lo]
+		for j := range dst {
+			dst[j] = r.lo + j
 		}
+		sizes[r.win] += len(dst)
 	}
 	slices.SortFunc(wins, func(a, b *window) int {
 		return cmp.Or(cmp.Compare(a.step, b.step), cmp.Compare(a.pipeline, b.pipeline))
