@@ -572,7 +572,9 @@ type measureScratch struct {
 }
 
 // measureWindow computes the window, per-stage busy time and the idle split
-// of one (step, pipeline), and sets g.spanS and g.spanE.
+// of one (step, pipeline), and sets g.spanS, g.spanE, g.sorted, and g.flops
+// and g.vSeen: the FLOPs of its compute rows, summed in row order, and 1 +
+// their largest chunk in [0, maxChunks) (0 when none).
 func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWindow, idleParts) {
 	w := StepWindow{Step: g.step, Pipeline: g.pipeline, StartNs: math.MaxInt64, EndNs: math.MinInt64, Complete: true, BusyNs: make([]int64, p)}
 	if len(sc.compute) < p {
@@ -586,7 +588,19 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 	kinds, starts, ends, stages, ranks, seqs := t.Kind, t.StartNs, t.EndNs, t.Stage, t.Rank, t.Seq
 	sorted := true
 	prevRank, prevSeq := trace.Rank(math.MinInt32), int64(math.MinInt64)
+	var flops windowFlops
+	vSeen := 0
 	for _, i := range g.rows {
+		k := kinds[i]
+		if k.IsCompute() {
+			if c := t.Chunk[i]; c >= 0 && c < maxChunks {
+				vSeen = max(vSeen, int(c)+1)
+			}
+			if t.Flops[i] == 0 {
+				flops.missing = true
+			}
+			flops.sum += t.Flops[i]
+		}
 		if r, sq := ranks[i], seqs[i]; r < prevRank || r == prevRank && sq < prevSeq {
 			sorted = false
 		} else {
@@ -599,7 +613,6 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 		if e != trace.NoTime {
 			spanE = max(spanE, e)
 		}
-		k := kinds[i]
 		if !inPipeline(k) {
 			if e == trace.NoTime {
 				w.Complete = false
@@ -618,6 +631,7 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 		}
 	}
 	g.spanS, g.spanE, g.sorted = spanS, spanE, sorted
+	g.flops, g.vSeen = flops, vSeen
 	var parts idleParts
 	if w.StartNs > w.EndNs {
 		w.StartNs, w.EndNs, w.Complete = 0, 0, false

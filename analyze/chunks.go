@@ -196,7 +196,6 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			g := ws[k]
 			g.t = t
 			g.measured, g.idle = measureWindow(t, g, guess, &scratch[w])
-			g.flops, g.vSeen = computeOf(g)
 			g.measuredP = guess
 		})
 		for _, g := range ws {
@@ -370,25 +369,6 @@ func (ix *index) attach(c int) error {
 type windowFlops struct {
 	sum     float64
 	missing bool // some compute row records no FLOPs
-}
-
-// computeOf returns the FLOPs of window g's compute rows and 1 + their
-// largest chunk in [0, maxChunks) (0 when none).
-func computeOf(g *window) (f windowFlops, vSeen int) {
-	t := g.t
-	for _, i := range g.rows {
-		if !t.Kind[i].IsCompute() {
-			continue
-		}
-		if c := t.Chunk[i]; c >= 0 && c < maxChunks {
-			vSeen = max(vSeen, int(c)+1)
-		}
-		if t.Flops[i] == 0 {
-			f.missing = true
-		}
-		f.sum += t.Flops[i]
-	}
-	return f, vSeen
 }
 
 // visit is the per-window part of a pass: window(w, k) for every window k
