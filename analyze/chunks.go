@@ -19,7 +19,8 @@ import (
 // and a chunk's rows in the order the whole trace has them (for a trace
 // read by ingest: rank, then seq). Chunk may be called several times for
 // the same chunk (once per visit of the windows, unless the chunk is
-// kept: see Options.KeepRows) and must return the same rows every time.
+// kept or packed: see Options.KeepRows and PackBytes) and must return the
+// same rows every time.
 // The first chunk's metadata is taken for the whole trace's.
 type Chunks interface {
 	NumChunks() int
@@ -42,15 +43,16 @@ func (w wholeTrace) NumChunks() int                  { return 1 }
 func (w wholeTrace) Chunk(int) (*trace.Trace, error) { return w.t, nil }
 
 // RunChunks analyses a trace delivered in chunks, one chunk held at a time
-// (besides those kept, Options.KeepRows). Its report is the one Run gives
-// for the whole trace, to the bit: every pass works window by window and
-// reduces the windows' results in window order, whichever chunk held them.
+// (besides those kept, Options.KeepRows, and those held packed,
+// Options.PackBytes). Its report is the one Run gives for the whole trace,
+// to the bit: every pass works window by window and reduces the windows'
+// results in window order, whichever chunk held them.
 //
 // The index scan reads every chunk (and measures its windows), then the
-// passes visit the windows three times (see Run), so an analysis reads
-// each chunk four times, plus once more for the windows whose stragglers
-// are replayed and, if the metadata's stage count proves wrong, for the
-// measure; chunks kept between passes are read once.
+// passes visit the windows three times (see Run), plus once more for the
+// windows whose stragglers are replayed and, if the metadata's stage count
+// proves wrong, for the measure. Chunks kept or packed are read once (a
+// packed chunk is unpacked by each visit); the others are read by each.
 // An error from Chunks.Chunk (or a chunk that does not hold the windows it
 // held the first time) ends the analysis with that error.
 func RunChunks(src Chunks, opt Options) (*Report, error) {
