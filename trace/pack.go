@@ -24,8 +24,9 @@ import (
 //     end times against the start, the peer against the rank);
 //   - dictionary: v = dict[u], u one byte, for up to 256 distinct values.
 //
-// Arithmetic wraps, so any value (NoTime included) round-trips; a block
-// whose values span more than 2^32 takes 8 bytes per row for that column.
+// Arithmetic wraps, so any value (NoTime included) round-trips; a column
+// that no encoding holds in 4 bytes a row (a span over 2^32 in each) takes
+// 8 bytes a row in that block.
 // A Packed does not change once built and may be unpacked concurrently.
 type Packed struct {
 	Meta   Meta
