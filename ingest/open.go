@@ -343,6 +343,22 @@ type readResult struct {
 	err     error
 }
 
+// eachParallel calls fn(i) for every i in [0, n), on up to GOMAXPROCS
+// goroutines taking the next i as they finish one, and returns when all
+// calls have.
+func eachParallel(n int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // readAll reads inputs on up to GOMAXPROCS goroutines and calls handle for
 // each in input order, on the calling goroutine, as soon as it and all
 // inputs before it are read. It stops at the first error handle returns.
@@ -352,26 +368,16 @@ func readAll(inputs []input, opt readOpts, handle func(input, readResult) error)
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
-	var next atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	workers := min(runtime.GOMAXPROCS(0), len(inputs))
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(inputs) {
-					return
-				}
-				if !stop.Load() {
-					results[i] = readInput(inputs[i], opt)
-				}
-				close(done[i])
+	wg.Go(func() {
+		eachParallel(len(inputs), func(i int) {
+			if !stop.Load() {
+				results[i] = readInput(inputs[i], opt)
 			}
-		}()
-	}
+			close(done[i])
+		})
+	})
 	defer wg.Wait()
 	for i, in := range inputs {
 		<-done[i]

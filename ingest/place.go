@@ -3,8 +3,6 @@ package ingest
 import (
 	"errors"
 	"os"
-	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/ppprof/ppprof/trace"
@@ -53,22 +51,7 @@ func placeRows(inputs []input) *trace.Trace {
 	}
 	counts := make([]int64, len(inputs))
 	sizes := make([]int64, len(inputs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(inputs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(inputs) {
-					return
-				}
-				counts[i], sizes[i] = countArrow(inputs[i].path)
-			}
-		}()
-	}
-	wg.Wait()
+	eachParallel(len(inputs), func(i int) { counts[i], sizes[i] = countArrow(inputs[i].path) })
 	var total, bytes int64
 	placed := 0
 	for i, n := range counts {
