@@ -38,7 +38,27 @@ func sameRead(t *testing.T, name string, data []byte) {
 // the fast decoder takes them and agrees with the checked path, on the
 // encodings and on corrupted and truncated copies of them.
 func TestFastMatchesChecked(t *testing.T) {
-	rng := newRand(7)
+	everyEncoding(t, 7, 6, func(name string, rows int, data []byte, pristine bool) {
+		if pristine && rows > 0 {
+			frames, ok := testFrames(data)
+			if !ok {
+				t.Fatalf("%s: no frames", name)
+			}
+			if _, _, ok := fastRead(frames, len(data)); !ok {
+				t.Errorf("%s: the fast decoder refused what ppprof wrote", name)
+			}
+		}
+		sameRead(t, name, data)
+	})
+}
+
+// everyEncoding encodes random traces (0, 1, 7 and 150 rows) every way
+// ppprof writes them (each writer, codec and batching) and calls check on
+// each encoding (pristine), then on damaged copies of it, each corrupted
+// in a few bytes and each cut short.
+func everyEncoding(t *testing.T, seed int64, damaged int, check func(name string, rows int, data []byte, pristine bool)) {
+	t.Helper()
+	rng := newRand(seed)
 	for _, rows := range []int{0, 1, 7, 150} {
 		for _, w := range writers {
 			for _, codec := range codecs {
@@ -46,23 +66,14 @@ func TestFastMatchesChecked(t *testing.T) {
 					tr := randomTrace(rng, rows, testKinds)
 					data := encode(t, w, tr, Options{Compression: codec, BatchRows: batch})
 					name := fmt.Sprintf("%d rows %s %s batch %d", rows, w.name, codecName(codec), batch)
-					if rows > 0 {
-						frames, ok := testFrames(data)
-						if !ok {
-							t.Fatalf("%s: no frames", name)
-						}
-						if _, _, ok := fastRead(frames, len(data)); !ok {
-							t.Errorf("%s: the fast decoder refused what ppprof wrote", name)
-						}
-					}
-					sameRead(t, name, data)
-					for k := 0; k < 6; k++ {
+					check(name, rows, data, true)
+					for k := 0; k < damaged; k++ {
 						bad := append([]byte(nil), data...)
 						for j := 0; j <= k%3; j++ {
 							bad[rng.Intn(len(bad))] ^= byte(1 + rng.Intn(255))
 						}
-						sameRead(t, fmt.Sprintf("%s, corrupted %d", name, k), bad)
-						sameRead(t, fmt.Sprintf("%s, cut %d", name, k), data[:rng.Intn(len(data)+1)])
+						check(fmt.Sprintf("%s, corrupted %d", name, k), rows, bad, false)
+						check(fmt.Sprintf("%s, cut %d", name, k), rows, data[:rng.Intn(len(data)+1)], false)
 					}
 				}
 			}

@@ -83,27 +83,7 @@ func sameInto(t *testing.T, name string, data []byte) {
 // (every format, codec and batching), on foreign streams (the checked
 // path, then copied into place), and on corrupted and truncated copies.
 func TestReadIntoIsRead(t *testing.T) {
-	rng := newRand(11)
-	for _, rows := range []int{0, 1, 7, 150} {
-		for _, w := range writers {
-			for _, codec := range codecs {
-				for _, batch := range []int{1, 64, 0} {
-					tr := randomTrace(rng, rows, testKinds)
-					data := encode(t, w, tr, Options{Compression: codec, BatchRows: batch})
-					name := fmt.Sprintf("%d rows %s %s batch %d", rows, w.name, codecName(codec), batch)
-					sameInto(t, name, data)
-					for k := 0; k < 4; k++ {
-						bad := append([]byte(nil), data...)
-						for j := 0; j <= k%3; j++ {
-							bad[rng.Intn(len(bad))] ^= byte(1 + rng.Intn(255))
-						}
-						sameInto(t, fmt.Sprintf("%s, corrupted %d", name, k), bad)
-						sameInto(t, fmt.Sprintf("%s, cut %d", name, k), data[:rng.Intn(len(data)+1)])
-					}
-				}
-			}
-		}
-	}
+	everyEncoding(t, 11, 4, func(name string, _ int, data []byte, _ bool) { sameInto(t, name, data) })
 	for name, data := range fuzzSeeds(t) {
 		sameInto(t, name, data)
 	}
