@@ -1,17 +1,22 @@
 package hang_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ppprof/ppprof/analyze/hang"
+	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/sim"
 	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
 )
 
 // rankChunks splits a trace into chunks of whole ranks: chunk c holds the
@@ -321,5 +326,60 @@ func TestRunChunksScheduleLate(t *testing.T) {
 		if slices.ContainsFunc(want.Notes, func(n string) bool { return strings.Contains(n, "far larger") }) {
 			t.Errorf("%s: the schedule was not checked: %v", f, want.Notes)
 		}
+	}
+}
+
+// TestRunChunksFileError: over ingest's chunks, a rank file that no longer
+// reads as it did when the chunks were planned ends the diagnosis with an
+// error naming the file; untouched, the files give Run's report.
+func TestRunChunksFileError(t *testing.T) {
+	l := layout{schedule: "1f1b", p: 3, m: 4, v: 1, dp: 2, tp: 1}
+	tr := mustRun(t, l.config(sim.Fault{Kind: sim.FaultSkip, Rank: 3, Step: 1, MicroBatch: 2}))
+	dir := t.TempDir()
+	write := func(r trace.Rank, drop int) {
+		var idx []int
+		for i := 0; i < tr.Len(); i++ {
+			if tr.Rank[i] == r {
+				idx = append(idx, i)
+			}
+		}
+		var b bytes.Buffer
+		if err := arrowv1.WriteStream(&b, tr.Permute(idx[:len(idx)-drop]), arrowv1.Options{BatchRows: 8}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank-%05d.arrows", r)), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range tr.Ranks() {
+		write(r, 0)
+	}
+	whole, err := ingest.Open([]string{dir}, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := run(t, whole.Trace, hang.Options{})
+	open := func() *ingest.Chunks {
+		c, err := ingest.OpenChunks([]string{dir}, 1, ingest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := open()
+	if c.NumChunks() != 2 {
+		t.Fatalf("%d chunks, want one per replica", c.NumChunks())
+	}
+	got, err := hang.RunChunks(c, hang.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := reportDiff(want, got); d != "" {
+		t.Errorf("RunChunks over ingest's chunks differs from Run:\n%s", d)
+	}
+	c = open()
+	write(5, 1) // rank 5 (stage 2, replica 1), in the last chunk
+	if _, err := hang.RunChunks(c, hang.Options{}); err == nil || !strings.Contains(err.Error(), "rank-00005.arrows") {
+		t.Errorf("changed file: error %v", err)
 	}
 }
