@@ -75,6 +75,9 @@ func RunChunks(src Chunks, opt Options) (*Report, error) {
 	rec, _ := src.(Recycler)
 	n := src.NumChunks()
 	for c := 0; c < n; c++ {
+		if opt.Progress != nil {
+			opt.Progress(c, n)
+		}
 		t, err := src.Chunk(c)
 		if err != nil {
 			return nil, err

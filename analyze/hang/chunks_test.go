@@ -313,9 +313,18 @@ func TestRunChunksScheduleLate(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := &rankChunks{parts: []*trace.Trace{tiny, {Meta: tr.Meta}, tr}}
-		got, err := hang.RunChunks(src, hang.Options{})
+		var progress []int
+		got, err := hang.RunChunks(src, hang.Options{Progress: func(done, total int) {
+			if total != 3 {
+				t.Errorf("progress: %d of %d chunks", done, total)
+			}
+			progress = append(progress, done)
+		}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !slices.Equal(progress, []int{0, 1, 2}) {
+			t.Errorf("progress %v, want [0 1 2]", progress)
 		}
 		if d := reportDiff(want, got); d != "" {
 			t.Fatalf("%s: RunChunks differs from Run:\n%s", f, d)

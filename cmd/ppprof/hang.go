@@ -143,7 +143,10 @@ func hangStreamed(opts *hangOptions, plan streamPlan) (*hang.Report, error) {
 	// Each chunk is garbage once scanned, but for the few rows it leaves
 	// behind: collect often, so the heap stays near one chunk.
 	defer debug.SetGCPercent(debug.SetGCPercent(25))
-	hopt := hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(ch.Files)}
+	bar := newProgress(opts.stderr, "diagnosing", int64(ch.NumChunks()), "chunks", opts.quiet)
+	defer bar.done()
+	hopt := hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(ch.Files),
+		Progress: func(done, total int) { bar.set(int64(done)) }}
 	rep, err := hang.RunChunks(ch, hopt)
 	if err != nil {
 		return nil, fmt.Errorf("diagnosing %s: %w", describePaths(opts.paths), err)
