@@ -237,9 +237,9 @@ func TestRunChunksMutated(t *testing.T) {
 // unmatched ops, shuffled rows).
 func TestRunChunksRandomP2P(t *testing.T) {
 	rng := rand.New(rand.NewSource(13))
-	cases := 300
+	cases := 200
 	if testing.Short() {
-		cases = 60
+		cases = 50
 	}
 	for n := 0; n < cases; n++ {
 		tr, opt := hang.RandomP2PTrace(rng)
