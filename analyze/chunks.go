@@ -345,7 +345,11 @@ func (ix *index) attach(c int) error {
 		// columns back, and nothing keeps a chunk's trace beyond its
 		// windows (TestRunChunksIsRun unpacks every chunk into the same
 		// columns).
-		t = cs.packed.Unpack(ix.spare)
+		cols := ix.cols
+		if cols == 0 {
+			cols = trace.AllColumns
+		}
+		t = cs.packed.UnpackColumns(ix.spare, cols|trace.ColumnsOf(trace.ColStep, trace.ColPipeline))
 		ix.spare = nil
 	} else {
 		var err error
@@ -386,8 +390,14 @@ type visit struct {
 
 // visit runs the passes vs over the windows in one forWindows, then their
 // finish functions in order.
-func (ix *index) visit(vs ...visit) {
+func (ix *index) visit(vs ...visit) { ix.visitColumns(trace.AllColumns, vs...) }
+
+// visitColumns is visit for passes whose windows read only the columns
+// cols of their rows: packed chunks are unpacked with only those (the
+// finish functions, which may visit windows again, get every column).
+func (ix *index) visitColumns(cols trace.ColumnSet, vs ...visit) {
 	wants := func(v visit, k int) bool { return v.window != nil && (v.want == nil || v.want(k)) }
+	ix.cols = cols
 	ix.forWindows(func(k int) bool {
 		for _, v := range vs {
 			if wants(v, k) {
@@ -402,6 +412,7 @@ func (ix *index) visit(vs ...visit) {
 			}
 		}
 	})
+	ix.cols = 0
 	for _, v := range vs {
 		if v.finish != nil {
 			v.finish()

@@ -125,39 +125,79 @@ func Pack(t *Trace) *Packed {
 // Unpack returns p's trace, in dst's columns when they have the capacity
 // (dst may be nil: new columns are made). dst's previous rows are
 // overwritten; its metadata becomes p's. Blocks are unpacked on every core.
-func (p *Packed) Unpack(dst *Trace) *Trace {
+func (p *Packed) Unpack(dst *Trace) *Trace { return p.UnpackColumns(dst, AllColumns) }
+
+// ColumnSet is a set of the event model's columns: bit c for column c
+// (ColRank, ColPipeline...).
+type ColumnSet uint32
+
+// AllColumns is every column.
+const AllColumns ColumnSet = 1<<NumColumns - 1
+
+// ColumnsOf is the set of the columns cols.
+func ColumnsOf(cols ...int) ColumnSet {
+	var s ColumnSet
+	for _, c := range cols {
+		s |= 1 << c
+	}
+	return s
+}
+
+// Has reports whether column c is in s.
+func (s ColumnSet) Has(c int) bool { return s&(1<<c) != 0 }
+
+// UnpackColumns is Unpack of only the columns in cols, for a reader that
+// needs a few: unpacking is memory-bound, and a column left out is not
+// written at all. Rank is always unpacked (a trace's length is its rank
+// column's), and so is the column another one is stored against (the
+// start time for the issue and end times). The columns left out are left
+// empty (length 0; their capacity is kept for a later unpack), so that
+// code reading one fails at once instead of reading stale rows.
+func (p *Packed) UnpackColumns(dst *Trace, cols ColumnSet) *Trace {
 	if dst == nil {
 		dst = &Trace{}
 	}
+	cols |= ColumnsOf(ColRank)
+	if cols.Has(ColIssueNs) || cols.Has(ColEndNs) {
+		cols |= ColumnsOf(ColStartNs)
+	}
 	n := p.n
 	dst.Meta = p.Meta
-	dst.Rank = resize(dst.Rank, n)
-	dst.Pipeline = resize(dst.Pipeline, n)
-	dst.Stage = resize(dst.Stage, n)
-	dst.TPRank = resize(dst.TPRank, n)
-	dst.Chunk = resize(dst.Chunk, n)
-	dst.Step = resize(dst.Step, n)
-	dst.MicroBatch = resize(dst.MicroBatch, n)
-	dst.Kind = resize(dst.Kind, n)
-	dst.Seq = resize(dst.Seq, n)
-	dst.IssueNs = resize(dst.IssueNs, n)
-	dst.StartNs = resize(dst.StartNs, n)
-	dst.EndNs = resize(dst.EndNs, n)
-	dst.Peer = resize(dst.Peer, n)
-	dst.Bytes = resize(dst.Bytes, n)
-	dst.Shape = resize(dst.Shape, n)
-	dst.Dtype = resize(dst.Dtype, n)
-	dst.Tokens = resize(dst.Tokens, n)
-	dst.Flops = resize(dst.Flops, n)
-	dst.MemBytes = resize(dst.MemBytes, n)
-	dst.Group = resize(dst.Group, n)
-	dst.GroupSeq = resize(dst.GroupSeq, n)
+	dst.Rank = resizeIf(dst.Rank, n, true)
+	dst.Pipeline = resizeIf(dst.Pipeline, n, cols.Has(ColPipeline))
+	dst.Stage = resizeIf(dst.Stage, n, cols.Has(ColStage))
+	dst.TPRank = resizeIf(dst.TPRank, n, cols.Has(ColTPRank))
+	dst.Chunk = resizeIf(dst.Chunk, n, cols.Has(ColChunk))
+	dst.Step = resizeIf(dst.Step, n, cols.Has(ColStep))
+	dst.MicroBatch = resizeIf(dst.MicroBatch, n, cols.Has(ColMicroBatch))
+	dst.Kind = resizeIf(dst.Kind, n, cols.Has(ColKind))
+	dst.Seq = resizeIf(dst.Seq, n, cols.Has(ColSeq))
+	dst.IssueNs = resizeIf(dst.IssueNs, n, cols.Has(ColIssueNs))
+	dst.StartNs = resizeIf(dst.StartNs, n, cols.Has(ColStartNs))
+	dst.EndNs = resizeIf(dst.EndNs, n, cols.Has(ColEndNs))
+	dst.Peer = resizeIf(dst.Peer, n, cols.Has(ColPeer))
+	dst.Bytes = resizeIf(dst.Bytes, n, cols.Has(ColBytes))
+	dst.Shape = resizeIf(dst.Shape, n, cols.Has(ColShape))
+	dst.Dtype = resizeIf(dst.Dtype, n, cols.Has(ColDtype))
+	dst.Tokens = resizeIf(dst.Tokens, n, cols.Has(ColTokens))
+	dst.Flops = resizeIf(dst.Flops, n, cols.Has(ColFlops))
+	dst.MemBytes = resizeIf(dst.MemBytes, n, cols.Has(ColMemBytes))
+	dst.Group = resizeIf(dst.Group, n, cols.Has(ColGroup))
+	dst.GroupSeq = resizeIf(dst.GroupSeq, n, cols.Has(ColGroupSeq))
 	parallelBlocks(len(p.blocks), func(b int) {
 		lo := b * PackBlockRows
 		hi := min(lo+PackBlockRows, n)
-		p.blocks[b].unpack(dst, lo, hi)
+		p.blocks[b].unpack(dst, lo, hi, cols)
 	})
 	return dst
+}
+
+// resizeIf is resize(s, n) when want, else s emptied (its capacity kept).
+func resizeIf[T any](s []T, n int, want bool) []T {
+	if !want {
+		return s[:0]
+	}
+	return resize(s, n)
 }
 
 func resize[T any](s []T, n int) []T {
@@ -471,11 +511,15 @@ func putUints(buf []byte, w uint8, u []uint64) []byte {
 	return buf
 }
 
-// unpack writes the block's rows into rows [lo, hi) of dst.
-func (b *packedBlock) unpack(dst *Trace, lo, hi int) {
+// unpack writes the block's rows into rows [lo, hi) of dst's columns cols
+// (which holds the columns those are stored against).
+func (b *packedBlock) unpack(dst *Trace, lo, hi int, cols ColumnSet) {
 	var tmp [PackBlockRows]int64
 	m := hi - lo
 	for _, c := range unpackOrder {
+		if !cols.Has(c) {
+			continue
+		}
 		h := &b.hdr[c]
 		var ref []int64
 		switch refCol[c] {
@@ -527,6 +571,9 @@ func (b *packedBlock) unpack(dst *Trace, lo, hi int) {
 		}
 	}
 	for _, c := range stringCols {
+		if !cols.Has(c) {
+			continue
+		}
 		codes := tmp[:m]
 		decodeInto(codes, &b.hdr[c], b.data, nil)
 		out := (*stringCol(dst, c))[lo:hi]
