@@ -129,6 +129,13 @@ func OpenChunks(paths []string, maxRows int, opt Options) (*Chunks, error) {
 		heads = append(heads, &trace.Trace{Meta: p.t.Meta})
 		pipes = append(pipes, pipelinesOf(p.t))
 		c.Events += p.info.Events
+		if p.headOnly {
+			// Nothing keeps the head's rows (describe copied its ranks):
+			// the next files' heads are decoded into its columns instead
+			// of fresh memory (thousands of rank files: gigabytes of
+			// garbage, a collection every few files).
+			arrowv1.Recycle(p.t)
+		}
 		return nil
 	})
 	if err != nil {
