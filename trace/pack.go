@@ -361,25 +361,13 @@ func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, delta bool, tmp *[PackB
 	if n == 0 {
 		return h, buf
 	}
-	lo, hi := int64(v[0]), int64(v[0])
-	for _, x := range v[1:] {
-		lo = min(lo, int64(x))
-		hi = max(hi, int64(x))
-	}
+	lo, hi, dlo, dhi := spans(v, delta)
 	h.base, h.width = lo, width(uint64(hi)-uint64(lo))
 	if h.width == 0 {
 		return h, buf
 	}
 	// Deltas (v[0] is the header's first; its u is 0 and unused).
 	if delta && n > 1 {
-		dlo, dhi := int64(v[1])-int64(v[0]), int64(v[1])-int64(v[0])
-		prev := int64(v[1])
-		for _, x := range v[2:] {
-			d := int64(x) - prev
-			dlo = min(dlo, d)
-			dhi = max(dhi, d)
-			prev = int64(x)
-		}
 		if w := width(uint64(dhi) - uint64(dlo)); w < h.width {
 			h = colHdr{off: h.off, enc: encDelta, width: w, base: dlo, first: int64(v[0])}
 		}
@@ -420,6 +408,51 @@ func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, delta bool, tmp *[PackB
 		}
 	}
 	return h, putUints(buf, h.width, u)
+}
+
+// spans returns the least and greatest values of v (not empty) and, when
+// delta is set and v has two values or more, of its deltas v[i] - v[i-1]
+// (as int64, wrapping). Four rows a step, in independent chains: this is
+// the first read of each column of a block, which the rest of encodeInts
+// then finds in the cache.
+func spans[T ~int32 | ~int64 | ~uint16](v []T, delta bool) (lo, hi, dlo, dhi int64) {
+	n := len(v)
+	lo, hi = int64(v[0]), int64(v[0])
+	if !delta || n < 2 {
+		lo1, hi1, lo2, hi2, lo3, hi3 := lo, hi, lo, hi, lo, hi
+		i := 1
+		for ; i+4 <= n; i += 4 {
+			w := v[i : i+4 : i+4]
+			a, b, c, d := int64(w[0]), int64(w[1]), int64(w[2]), int64(w[3])
+			lo, hi = min(lo, a), max(hi, a)
+			lo1, hi1 = min(lo1, b), max(hi1, b)
+			lo2, hi2 = min(lo2, c), max(hi2, c)
+			lo3, hi3 = min(lo3, d), max(hi3, d)
+		}
+		for ; i < n; i++ {
+			lo, hi = min(lo, int64(v[i])), max(hi, int64(v[i]))
+		}
+		return min(lo, lo1, lo2, lo3), max(hi, hi1, hi2, hi3), 0, 0
+	}
+	dlo = int64(v[1]) - int64(v[0])
+	dhi = dlo
+	lo1, hi1, dlo1, dhi1 := lo, hi, dlo, dhi
+	i := 1
+	for ; i+2 <= n; i += 2 {
+		w := v[i-1 : i+2 : i+2]
+		p, a, b := int64(w[0]), int64(w[1]), int64(w[2])
+		da, db := a-p, b-a
+		lo, hi = min(lo, a), max(hi, a)
+		lo1, hi1 = min(lo1, b), max(hi1, b)
+		dlo, dhi = min(dlo, da), max(dhi, da)
+		dlo1, dhi1 = min(dlo1, db), max(dhi1, db)
+	}
+	for ; i < n; i++ {
+		a, d := int64(v[i]), int64(v[i])-int64(v[i-1])
+		lo, hi = min(lo, a), max(hi, a)
+		dlo, dhi = min(dlo, d), max(dhi, d)
+	}
+	return min(lo, lo1), max(hi, hi1), min(dlo, dlo1), max(dhi, dhi1)
 }
 
 // putFOR appends v[i] - base, each in w bytes, little-endian.
