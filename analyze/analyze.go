@@ -243,9 +243,9 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	return rep, nil
 }
 
-// The columns each of runPasses' visits reads of a window's rows, besides
-// the step and pipeline its windows are grouped by: a packed chunk is
-// unpacked with only these (trace.Packed.UnpackColumns; unpacking is
+// The columns each of runPasses' visits reads of a window's rows (the step
+// and pipeline, which windows are keyed by, kept in each): a packed chunk
+// is unpacked with only these (trace.Packed.UnpackColumns; unpacking is
 // memory-bound, and the strings are the dearest columns to write). A
 // column left out is empty, so a pass that came to read one would fail
 // at once (TestRunChunksIsRun packs its chunks), not read another chunk's
@@ -443,6 +443,9 @@ type window struct {
 	// comp is its F, B and W rows, in trace order, once computeRows made
 	// them, for a window whose chunk is kept (nil otherwise).
 	comp []int
+	// runs are its rows as runs of consecutive rows of its chunk, when the
+	// chunk is packed (RunChunks); nil otherwise.
+	runs []rowRun
 }
 
 // compCache is one worker's F, B and W rows of the window it last
