@@ -393,6 +393,18 @@ type conformanceSched struct {
 	pos   [][]int32           // [stage][label]: index in acts, -1 when absent
 }
 
+// posOf is the index in acts[stage] of the action (kind, micro-batch,
+// chunk), -1 when the schedule has none: labels are numbered with the
+// schedule's own v, which a trace's chunk ids need not respect (a chunk id
+// of 1 in a trace identified as 1F1B).
+func (s *conformanceSched) posOf(stage int, k trace.Kind, mb, chunk int) int32 {
+	l := conformanceLabel(k, mb, chunk, s.m, s.v)
+	if l < 0 || stage < 0 || stage >= len(s.pos) {
+		return -1
+	}
+	return s.pos[stage][l]
+}
+
 func newConformanceSched(name string, p, m, v int) *conformanceSched {
 	s, err := schedule.New(name, p, m, v)
 	if err != nil {
@@ -899,7 +911,7 @@ func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanc
 				seenF[r.stage*cw.m+mb] = true
 			}
 			if sched != nil {
-				if ps := sched.pos[r.stage][l]; ps > reach {
+				if ps := sched.posOf(r.stage, t.Kind[i], mb, int(t.Chunk[i])); ps > reach {
 					reach = ps
 				}
 			}
@@ -911,7 +923,11 @@ func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanc
 					if cnt[l] > 0 {
 						continue
 					}
-					passed := sched != nil && sched.pos[r.stage][l] >= 0 && sched.pos[r.stage][l] < reach
+					ps := int32(-1)
+					if sched != nil {
+						ps = sched.posOf(r.stage, kd, mb, c)
+					}
+					passed := ps >= 0 && ps < reach
 					if !r.finished && !passed {
 						continue
 					}
