@@ -213,7 +213,7 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 			}
 		}
 	} else {
-		m.scanFast(lo, peers, kinds, base)
+		m.scanFast(r, lo, kinds, base)
 	}
 	for _, sd := range m.sides[base:] {
 		m.head[int(sd.peer)<<1|b2i(sd.recv)] = 0
@@ -234,9 +234,8 @@ type slot struct {
 // scanFast is scan's loop when channels are not per group: add and check
 // written out, on locals, for the hot path. The rank's sides start at
 // base.
-func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind, base int) {
+func (m *matcher) scanFast(r trace.Rank, lo int, kinds []trace.Kind, base int) {
 	t := m.t
-	r := t.Rank[lo]
 	slots := m.slots
 	for s := base; s < len(m.sides); s++ {
 		sd := &m.sides[s]
@@ -246,26 +245,27 @@ func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind, base 
 		}
 		slots[int(sd.peer)<<1|b2i(sd.recv)] = slot{s: int32(s), q: q, head: -1, tail: -1, ch: sd.ch}
 	}
-	// The columns, all of one length n (for the peer's rows), and the
-	// rank's rows of them (j).
+	// The columns, all of one length n, indexed by row: the rank's rows j
+	// and the peers' rows q alike.
 	part := m.a.partner
 	n := len(part)
-	step, mb, kind, bytes, shape, dtype := t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n]
 	hi := lo + len(kinds)
-	ownPart := part[lo:hi]
-	ownStep, ownMB, ownBytes, ownShape, ownDtype := step[lo:hi], mb[lo:hi], bytes[lo:hi], shape[lo:hi], dtype[lo:hi]
+	if uint(lo) > uint(hi) || uint(hi) > uint(n) {
+		panic("hang: rows out of range")
+	}
+	step, mb, kind, bytes, shape, dtype, peer := t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n], t.Peer[:n]
 	matched := 0
-	peers = peers[:len(kinds)]
-	for j, k := range kinds {
+	for j := lo; j < hi; j++ {
+		k := kind[j]
 		// SEND_F, RECV_F, SEND_B, RECV_B are 4..7: receives are odd.
 		if uint16(k)-uint16(trace.SendF) >= 4 {
-			ownPart[j] = -1
+			part[j] = -1
 			continue
 		}
-		row := int32(lo + j)
-		st := &slots[int(peers[j])<<1|int(k&1)]
+		row := int32(j)
+		st := &slots[int(peer[j])<<1|int(k&1)]
 		if st.s < 0 {
-			s := m.open(r, peers[j], 0, k&1 != 0, row)
+			s := m.open(r, peer[j], 0, k&1 != 0, row)
 			*st = slot{s: s, q: -1, head: -1, tail: -1, ch: m.sides[s].ch}
 		}
 		st.n++
@@ -275,13 +275,12 @@ func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind, base 
 				panic("hang: row out of range")
 			}
 			st.q = part[q]
-			part[q], ownPart[j] = row, int32(q)
+			part[q], part[j] = row, int32(q)
 			matched++
 			// The common case, a pair that agrees on everything, without
 			// a call (of a send and a receive, the receive's kind is the
 			// send's with the low bit set).
-			if ownStep[j] != step[q] || ownMB[j] != mb[q] || k^kind[q] != 1 ||
-				ownBytes[j] != bytes[q] || !sameString(ownShape[j], shape[q]) || !sameString(ownDtype[j], dtype[q]) {
+			if differ(step[j], step[q], mb[j], mb[q], bytes[j], bytes[q], &shape[j], &shape[q], &dtype[j], &dtype[q]) || k^kind[q] != 1 {
 				if k&1 != 0 {
 					m.check(st.ch, int32(q), row)
 				} else {
@@ -290,7 +289,7 @@ func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind, base 
 			}
 			continue
 		}
-		ownPart[j] = -1
+		part[j] = -1
 		if st.tail >= 0 {
 			part[st.tail] = row
 		} else {
@@ -421,6 +420,17 @@ func (m *matcher) gid(g string) uint32 {
 		m.lastGroup, m.lastGID = g, id
 	}
 	return min(m.lastGID, maxGroupID)
+}
+
+// differ reports whether a pair's steps, micro-batches, byte counts,
+// shapes or dtypes differ, strings compared as sameString does, in one
+// test.
+func differ(s1, s2 int64, m1, m2 trace.MicroBatch, b1, b2 int64, sh1, sh2, dt1, dt2 *string) bool {
+	x := uint64(s1^s2) | uint64(m1^m2) | uint64(b1^b2) |
+		uint64(uintptr(unsafe.Pointer(unsafe.StringData(*sh1)))^uintptr(unsafe.Pointer(unsafe.StringData(*sh2)))) |
+		uint64(uintptr(unsafe.Pointer(unsafe.StringData(*dt1)))^uintptr(unsafe.Pointer(unsafe.StringData(*dt2)))) |
+		uint64(len(*sh1)^len(*sh2)) | uint64(len(*dt1)^len(*dt2))
+	return x != 0
 }
 
 // sameString reports whether a and b are the same string: same length and
