@@ -39,6 +39,76 @@ func (ch *channel) unmatchedRecvs() []int32 {
 	return nil
 }
 
+// tailPartners makes room for the partners match keeps: those of each
+// rank's rows from its first pending op on (tailFrom), the only ones the
+// analysis looks up (blocked ops); with fullPartner, of every row.
+func (a *analysis) tailPartners() {
+	n := 0
+	for r := range a.ranks {
+		ri := &a.ranks[r]
+		from := ri.hi
+		switch {
+		case a.fullPartner:
+			from = ri.lo
+		case ri.firstPending >= 0:
+			from = ri.firstPending
+		}
+		ri.tailFrom, ri.tailBase = from, n-from
+		n += ri.hi - from
+	}
+	if n > a.t.Len() || int64(a.t.Len()) > 1<<31-1 {
+		panic("hang: rows out of range")
+	}
+	a.tail = make([]int32, n)
+	for i := range a.tail {
+		a.tail[i] = -1
+	}
+}
+
+// partner returns the row of the op the P2P op at row i matched, -1 when
+// none (or when row i is not a P2P op).
+func (a *analysis) partner(i int) int32 {
+	ri := &a.ranks[a.t.Rank[i]]
+	if i >= ri.tailFrom {
+		return a.tail[i+ri.tailBase]
+	}
+	return a.partnerScan(i)
+}
+
+// partnerScan is partner for a row match did not keep the partner of: the
+// k-th op of row i's side meets the k-th of the other side, counted in the
+// two ranks' rows.
+func (a *analysis) partnerScan(i int) int32 {
+	t := a.t
+	k, r, p := t.Kind[i], t.Rank[i], t.Peer[i]
+	if !k.IsP2P() || p < 0 || int(p) >= len(a.ranks) {
+		return -1
+	}
+	channel := func(j int) uint32 { // the group of row j's channel
+		if !a.p2pByGroup {
+			return 0
+		}
+		return min(a.p2pGroupOf[t.Group[j]], maxGroupID)
+	}
+	g := channel(i)
+	nth := 0
+	for j := a.ranks[r].lo; j < i; j++ {
+		if t.Kind[j].IsP2P() && t.Peer[j] == p && t.Kind[j]&1 == k&1 && channel(j) == g {
+			nth++
+		}
+	}
+	pi := &a.ranks[p]
+	for j := pi.lo; j < pi.hi; j++ {
+		if t.Kind[j].IsP2P() && t.Peer[j] == r && t.Kind[j]&1 != k&1 && channel(j) == g {
+			if nth == 0 {
+				return int32(j)
+			}
+			nth--
+		}
+	}
+	return -1
+}
+
 // p2pGroups reports whether every P2P op of t names its process group.
 func p2pGroups(t *trace.Trace) bool {
 	found := false
@@ -59,18 +129,18 @@ func p2pGroups(t *trace.Trace) bool {
 const maxGroupID = 1<<20 - 1
 
 // side is one rank's end of a channel while matching: its sends to one
-// peer, or its receives from one peer (in one group). Ops of the side that
-// no op of the other side has met yet wait in a queue linked through the
-// partner column, in issue order.
+// peer, or its receives from one peer (in one group).
 type side struct {
-	peer       trace.Rank
-	gid        uint32 // 1 + the group's index when channels are per group; 0 otherwise
-	recv       bool
-	next       int32 // per group: the rank's next side with the same peer and direction, -1
-	head, tail int32 // the queue's rows, -1 when empty
-	n          int32 // ops
-	ch         int32 // its channel
-	other      int32 // the other side of the channel, -1 when it has none (yet)
+	peer  trace.Rank
+	gid   uint32 // 1 + the group's index when channels are per group; 0 otherwise
+	recv  bool
+	next  int32 // per group: the rank's next side with the same peer and direction, -1
+	n     int32 // ops, once its rank is scanned
+	ch    int32 // its channel
+	other int32 // the other side of the channel, -1 when it has none (yet)
+	// The rows of its ops, in issue order, while they wait for the other
+	// side's rank to be scanned; nil once that is done.
+	list []int32
 }
 
 // pairMismatch is the first pair of a channel showing one mismatch kind,
@@ -89,13 +159,23 @@ type matcher struct {
 	byGroup bool
 	sides   []side
 	chSides [][2]int32 // per channel: its send and receive side, -1 when none
-	chFirst []int32    // per channel: the row of the op that opened it
+	// chFirst, per channel: the row of the op that opened it, then of its
+	// first op (of either side).
+	chFirst []int32
 	// head, per peer and direction (2*peer + 1 for receives): 1 + the
 	// index in sides of the current rank's side toward that peer (the
 	// first of its chain per group); 0 when none. Indexed by rank: no
 	// hashing on the hot path.
-	head  []int32
-	slots []slot // scanFast's, indexed like head
+	head []int32
+	// cur, per side of the rank being scanned (sides[base+i] is cur[i]):
+	// its state during the scan.
+	cur []slot
+	// Row lists of sides whose channel is done, for reuse: a few are in
+	// use at a time.
+	pool [][]int32
+	// Unmatched rows of the channels, chExtra[c] = extra[lo:hi].
+	extra   []int32
+	chExtra [][2]int32
 	// A channel opened by a rank toward a higher rank is registered under
 	// that rank: regHead[r] is 1 + the first, regNext chains them.
 	regHead []int32
@@ -136,7 +216,7 @@ type matcher struct {
 //     renumbered in the order of their first op in the rows.
 func (a *analysis) match() {
 	t := a.t
-	a.partner = make([]int32, t.Len())
+	a.tailPartners()
 	m := &matcher{a: a, t: t, byGroup: p2pGroups(t),
 		head: make([]int32, 2*len(a.ranks)), regHead: make([]int32, len(a.ranks))}
 	// Room for a pipeline's channels (two per neighbouring pair of ranks)
@@ -144,15 +224,13 @@ func (a *analysis) match() {
 	nc := min(2*len(a.ranks), t.Len())
 	a.chans = make([]channel, 0, nc)
 	m.chSides, m.chFirst, m.regNext = make([][2]int32, 0, nc), make([]int32, 0, nc), make([]int32, 0, nc)
+	m.chExtra = make([][2]int32, 0, nc)
 	m.sides = make([]side, 0, 2*nc)
 	m.visited = make([]bool, len(a.ranks))
+	a.p2pByGroup = m.byGroup
 	if m.byGroup {
 		m.groupOf = map[string]uint32{}
-	} else {
-		m.slots = make([]slot, 2*len(a.ranks))
-		for i := range m.slots {
-			m.slots[i].s = -1
-		}
+		a.p2pGroupOf = m.groupOf
 	}
 	next := 0 // the lowest rank not visited
 	var batch []int32
@@ -187,12 +265,15 @@ func (a *analysis) match() {
 	m.finish()
 }
 
-// scan matches the P2P ops of rank r, rows [lo, hi), and sets partner to
-// -1 for its other rows.
+// scan matches the P2P ops of rank r, rows [lo, hi): each meets the op
+// of the same rank in its channel on the other side, listed by an earlier
+// scan, or is listed itself (in issue order) to wait for the other side's
+// scan. The pair's labels are checked while both ranks' rows are in cache.
 func (m *matcher) scan(r trace.Rank, lo, hi int) {
 	t := m.t
 	base := len(m.sides)
-	// r's sides of the channels lower ranks opened toward it.
+	m.cur = m.cur[:0]
+	// r's sides of the channels earlier ranks opened toward it.
 	for c := m.regHead[r] - 1; c >= 0; c = m.regNext[c] {
 		ch := &m.a.chans[c]
 		if ch.dst == r {
@@ -201,124 +282,143 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 			m.newSide(ch.dst, ch.gid, false, c, m.chSides[c][1])
 		}
 	}
-	part := m.a.partner
-	peers := t.Peer[lo:hi]
-	kinds := t.Kind[lo:hi]
 	if m.byGroup {
-		groups := t.Group[lo:hi]
+		peers, kinds, groups := t.Peer[lo:hi], t.Kind[lo:hi], t.Group[lo:hi]
 		for j, k := range kinds {
-			part[lo+j] = -1
 			if k.IsP2P() {
-				m.add(m.findGrouped(r, peers[j], k, m.gid(groups[j]), int32(lo+j)), int32(lo+j))
+				s := m.findGrouped(r, peers[j], k, m.gid(groups[j]), int32(lo+j))
+				m.add(r, &m.cur[int(s)-base], int32(lo+j))
 			}
 		}
 	} else {
-		m.scanFast(r, lo, kinds, base)
+		m.scanFast(r, lo, hi, base)
 	}
-	for _, sd := range m.sides[base:] {
+	// Back to the sides: counts, and the lists of the channels.
+	for i := range m.cur {
+		st := &m.cur[i]
+		sd := &m.sides[base+i]
 		m.head[int(sd.peer)<<1|b2i(sd.recv)] = 0
+		sd.n = st.n
+		c := sd.ch
+		switch {
+		case sd.other >= 0:
+			// The channel is done: the first op of this side met the
+			// opener's first; what either side has left is unmatched.
+			od := &m.sides[sd.other]
+			if st.n > 0 {
+				m.chFirst[c] = min(m.chFirst[c], st.first)
+			}
+			if len(st.own) > 0 {
+				m.unmatched(c, st.own)
+			} else {
+				m.unmatched(c, od.list[st.pos:])
+			}
+			m.put(od.list)
+			od.list = nil
+			m.put(st.own)
+		case m.visited[sd.peer]:
+			// The peer was scanned, with no op toward r: every op is
+			// unmatched.
+			m.unmatched(c, st.own)
+			m.put(st.own)
+		default:
+			sd.list = st.own
+		}
+		st.own, st.olist = nil, nil
 	}
 }
 
-// slot is the state of the current rank's side toward one peer in one
-// direction while scanFast scans the rank, indexed like matcher.head: one
-// look-up per op, no indirection through sides.
+// slot is the state of one side of the rank being scanned.
 type slot struct {
-	s          int32 // the side, -1 when the rank has none (yet)
-	n          int32 // ops
-	q          int32 // the first op waiting on the other side, -1 when none
-	head, tail int32 // the side's own queue, -1 when empty
-	ch         int32
+	n     int32 // ops
+	ch    int32
+	first int32 // the row of its first op that met one of the other side
+	// The other side's list (ops waiting for this rank), and how many of
+	// them this side met.
+	olist []int32
+	pos   int32
+	// The other side's rank keeps the partners of its rows from ofrom on,
+	// at tail[row+obase].
+	ofrom, obase int32
+	own          []int32 // this side's ops that met none
 }
 
 // scanFast is scan's loop when channels are not per group: add and check
 // written out, on locals, for the hot path. The rank's sides start at
 // base.
-func (m *matcher) scanFast(r trace.Rank, lo int, kinds []trace.Kind, base int) {
+func (m *matcher) scanFast(r trace.Rank, lo, hi, base int) {
 	t := m.t
-	slots := m.slots
-	for s := base; s < len(m.sides); s++ {
-		sd := &m.sides[s]
-		q := int32(-1)
-		if sd.other >= 0 {
-			q = m.sides[sd.other].head
-		}
-		slots[int(sd.peer)<<1|b2i(sd.recv)] = slot{s: int32(s), q: q, head: -1, tail: -1, ch: sd.ch}
-	}
-	// The columns, all of one length n, indexed by row: the rank's rows j
-	// and the peers' rows q alike.
-	part := m.a.partner
-	n := len(part)
-	hi := lo + len(kinds)
+	a := m.a
+	n := t.Len()
 	if uint(lo) > uint(hi) || uint(hi) > uint(n) {
 		panic("hang: rows out of range")
 	}
+	// The columns, all of one length n, indexed by row: the rank's rows j
+	// and the peers' rows q alike.
 	step, mb, kind, bytes, shape, dtype, peer := t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n], t.Peer[:n]
+	head, cur, tail := m.head, m.cur, a.tail
+	from, tbase := int32(a.ranks[r].tailFrom), int32(a.ranks[r].tailBase)
 	matched := 0
 	for j := lo; j < hi; j++ {
 		k := kind[j]
 		// SEND_F, RECV_F, SEND_B, RECV_B are 4..7: receives are odd.
 		if uint16(k)-uint16(trace.SendF) >= 4 {
-			part[j] = -1
 			continue
 		}
 		row := int32(j)
-		st := &slots[int(peer[j])<<1|int(k&1)]
-		if st.s < 0 {
-			s := m.open(r, peer[j], 0, k&1 != 0, row)
-			*st = slot{s: s, q: -1, head: -1, tail: -1, ch: m.sides[s].ch}
+		s := int(head[int(peer[j])<<1|int(k&1)]) - 1
+		if s < 0 {
+			s = int(m.open(r, peer[j], 0, k&1 != 0, row))
+			cur = m.cur
 		}
+		st := &cur[s-base]
 		st.n++
-		if q := int(st.q); q >= 0 {
+		if p := int(st.pos); p < len(st.olist) {
 			// Meet the first op waiting on the other side.
+			q := st.olist[p]
+			st.pos++
+			if p == 0 {
+				st.first = row
+			}
+			matched++
+			if row >= from {
+				tail[row+tbase] = q
+			}
+			if q >= st.ofrom {
+				tail[q+st.obase] = row
+			}
 			if uint(q) >= uint(n) {
 				panic("hang: row out of range")
 			}
-			st.q = part[q]
-			part[q], part[j] = row, int32(q)
-			matched++
-			// The common case, a pair that agrees on everything, without
-			// a call (of a send and a receive, the receive's kind is the
+			// The common case, a pair that agrees on everything, with one
+			// test (of a send and a receive, the receive's kind is the
 			// send's with the low bit set).
 			if differ(step[j], step[q], mb[j], mb[q], bytes[j], bytes[q], &shape[j], &shape[q], &dtype[j], &dtype[q]) || k^kind[q] != 1 {
 				if k&1 != 0 {
-					m.check(st.ch, int32(q), row)
+					m.check(st.ch, q, row)
 				} else {
-					m.check(st.ch, row, int32(q))
+					m.check(st.ch, row, q)
 				}
 			}
 			continue
 		}
-		part[j] = -1
-		if st.tail >= 0 {
-			part[st.tail] = row
-		} else {
-			st.head = row
-		}
-		st.tail = row
+		st.own = append(st.own, row)
 	}
 	m.matched += matched
-	// Back to the sides: counts, queues, and what is left of the other
-	// sides' queues.
-	for s := base; s < len(m.sides); s++ {
-		sd := &m.sides[s]
-		st := &slots[int(sd.peer)<<1|b2i(sd.recv)]
-		sd.n, sd.head, sd.tail = st.n, st.head, st.tail
-		if sd.other >= 0 {
-			m.sides[sd.other].head = st.q
-		}
-		st.s = -1
-	}
 }
 
 // newSide appends a side of the current rank toward peer on channel c,
 // whose other side is o (-1: none), indexes it in head, and returns it.
 func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c, o int32) int32 {
 	s := int32(len(m.sides))
-	m.sides = append(m.sides, side{peer: peer, gid: gid, recv: recv, next: -1, head: -1, tail: -1, ch: c, other: o})
+	m.sides = append(m.sides, side{peer: peer, gid: gid, recv: recv, next: -1, ch: c, other: o})
+	st := slot{ch: c, own: m.get()}
 	if o >= 0 {
 		m.sides[o].other = s
+		pi := &m.a.ranks[peer]
+		st.olist, st.ofrom, st.obase = m.sides[o].list, int32(pi.tailFrom), int32(pi.tailBase)
 	}
+	m.cur = append(m.cur, st)
 	m.chSides[c][b2i(recv)] = s
 	h := int(peer)<<1 | b2i(recv)
 	if m.head[h] == 0 {
@@ -346,6 +446,7 @@ func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool, row int32) int
 	a.chans = append(a.chans, ch)
 	m.chSides = append(m.chSides, [2]int32{-1, -1})
 	m.chFirst = append(m.chFirst, row)
+	m.chExtra = append(m.chExtra, [2]int32{})
 	m.regNext = append(m.regNext, -1)
 	if !m.visited[peer] {
 		m.succ = append(m.succ, int32(peer))
@@ -366,32 +467,58 @@ func (m *matcher) findGrouped(r, peer trace.Rank, k trace.Kind, gid uint32, row 
 	return m.open(r, peer, gid, k&1 != 0, row)
 }
 
-// add is one op, at row, of side s: it meets the first op waiting on the
-// other side, or waits itself.
-func (m *matcher) add(s, row int32) {
-	sd := &m.sides[s]
-	sd.n++
-	if o := sd.other; o >= 0 {
-		od := &m.sides[o]
-		if q := od.head; q >= 0 {
-			part := m.a.partner
-			od.head = part[q]
-			part[q], part[row] = row, q
-			m.matched++
-			if sd.recv {
-				m.check(sd.ch, q, row)
-			} else {
-				m.check(sd.ch, row, q)
-			}
-			return
+// add is one op of rank r, at row, of the side whose state is st: it
+// meets the first op waiting on the other side, or is listed.
+func (m *matcher) add(r trace.Rank, st *slot, row int32) {
+	st.n++
+	if p := int(st.pos); p < len(st.olist) {
+		q := st.olist[p]
+		st.pos++
+		if p == 0 {
+			st.first = row
 		}
+		m.matched++
+		a := m.a
+		if ri := &a.ranks[r]; int(row) >= ri.tailFrom {
+			a.tail[int(row)+ri.tailBase] = q
+		}
+		if q >= st.ofrom {
+			a.tail[q+st.obase] = row
+		}
+		if m.t.Kind[row]&1 != 0 {
+			m.check(st.ch, q, row)
+		} else {
+			m.check(st.ch, row, q)
+		}
+		return
 	}
-	if sd.tail >= 0 {
-		m.a.partner[sd.tail] = row
-	} else {
-		sd.head = row
+	st.own = append(st.own, row)
+}
+
+// unmatched notes rows, the ops of channel c that no op of the other side
+// matches, in issue order.
+func (m *matcher) unmatched(c int32, rows []int32) {
+	lo := len(m.extra)
+	m.extra = append(m.extra, rows...)
+	m.chExtra[c] = [2]int32{int32(lo), int32(len(m.extra))}
+}
+
+// get returns an empty list, reusing one given back.
+func (m *matcher) get() []int32 {
+	k := len(m.pool)
+	if k == 0 {
+		return make([]int32, 0, 64)
 	}
-	sd.tail = row
+	l := m.pool[k-1]
+	m.pool = m.pool[:k-1]
+	return l
+}
+
+// put gives back a list no side uses any more.
+func (m *matcher) put(l []int32) {
+	if cap(l) > 0 {
+		m.pool = append(m.pool, l[:0])
+	}
 }
 
 // check notes the matched pair (s, r) of channel c when its labels differ.
@@ -459,16 +586,10 @@ func b2i(b bool) int {
 // pairs' channels to match.
 func (m *matcher) renumber() {
 	a := m.a
-	first := make([]int32, len(a.chans))
+	first := m.chFirst
 	sorted := true
-	for c, f := range m.chFirst {
-		// The other side's first op, when it has ops, met the op that
-		// opened the channel, the first of its side.
-		if s := m.chSides[c][1-m.t.Kind[f]&1]; s >= 0 && m.sides[s].n > 0 {
-			f = min(f, a.partner[f])
-		}
-		first[c] = f
-		sorted = sorted && (c == 0 || first[c-1] < f)
+	for c := 1; c < len(first) && sorted; c++ {
+		sorted = first[c-1] < first[c]
 	}
 	if sorted {
 		return
@@ -507,14 +628,12 @@ func (m *matcher) renumber() {
 	}
 }
 
-// finish fills each channel's op counts and unmatched rows (what waits in
-// a queue), and the first mismatched pair of each kind per channel.
+// finish fills each channel's op counts and unmatched rows (those of the
+// channels whose other side no scan met are all unmatched), and the first
+// mismatched pair of each kind per channel.
 func (m *matcher) finish() {
 	a := m.a
-	part := a.partner
 	a.rep.Matched += m.matched
-	m.renumber()
-	var extra []int32
 	for c := range a.chans {
 		ch := &a.chans[c]
 		for dir, s := range m.chSides[c] {
@@ -527,17 +646,17 @@ func (m *matcher) finish() {
 			} else {
 				ch.recvs = sd.n
 			}
-			if sd.head < 0 {
-				continue
+			if sd.list != nil {
+				m.unmatched(int32(c), sd.list)
 			}
-			lo := len(extra)
-			for x := sd.head; x >= 0; {
-				extra = append(extra, x)
-				x, part[x] = part[x], -1
-			}
-			ch.extra = extra[lo:len(extra):len(extra)]
 		}
 	}
+	for c := range a.chans {
+		if x := m.chExtra[c]; x[1] > x[0] {
+			a.chans[c].extra = m.extra[x[0]:x[1]:x[1]]
+		}
+	}
+	m.renumber()
 	// Pairs are checked in the row order of their later op: per channel,
 	// in pair order. Keep per channel the first pair of each kind, counting
 	// the others.

@@ -90,7 +90,9 @@ func refMatch(a *analysis) refResult {
 }
 
 // checkMatch runs match on t and compares it with refMatch; "" when they
-// agree.
+// agree. Partners are compared for every row: those match keeps for every
+// row (fullPartner), and those it keeps by default (the rows from each
+// rank's first pending op on) or finds by counting (partnerScan).
 func checkMatch(t *trace.Trace, opt Options) string {
 	if !sortedByRankSeq(t) {
 		t = sortedCopy(t)
@@ -100,10 +102,17 @@ func checkMatch(t *trace.Trace, opt Options) string {
 		return ""
 	}
 	a.scanRanks()
+	a.fullPartner = true
 	a.match()
 	ref := refMatch(a)
-	if !slices.Equal(a.partner, ref.partner) {
-		return fmt.Sprintf("partner %v, want %v", a.partner, ref.partner)
+	if got := partners(a); !slices.Equal(got, ref.partner) {
+		return fmt.Sprintf("partner %v, want %v", got, ref.partner)
+	}
+	d, _ := newAnalysis(t, opt)
+	d.scanRanks()
+	d.match()
+	if got := partners(d); !slices.Equal(got, ref.partner) {
+		return fmt.Sprintf("partner (kept for pending ops, counted for the others) %v, want %v", got, ref.partner)
 	}
 	if a.rep.Matched != ref.matched {
 		return fmt.Sprintf("matched %d, want %d", a.rep.Matched, ref.matched)
@@ -130,6 +139,15 @@ func checkMatch(t *trace.Trace, opt Options) string {
 		}
 	}
 	return ""
+}
+
+// partners returns a.partner of every row.
+func partners(a *analysis) []int32 {
+	p := make([]int32, a.t.Len())
+	for i := range p {
+		p[i] = a.partner(i)
+	}
+	return p
 }
 
 // TestMatchOracle compares match with refMatch on random P2P traces (sparse

@@ -16,9 +16,14 @@ type analysis struct {
 
 	ranks []rankInfo // index: rank id; len: the job's ranks (world size, or highest id + 1)
 
-	// Matching (match.go).
-	partner []int32 // per row: the matched row of a P2P op, -1
-	chans   []channel
+	// Matching (match.go). partner(i) gives the matched row of a P2P op:
+	// match keeps those of each rank's rows from tailFrom on (its pending
+	// ops), at tail[i+tailBase]; with fullPartner (tests), of every row.
+	tail        []int32
+	fullPartner bool
+	p2pByGroup  bool              // channels are per process group
+	p2pGroupOf  map[string]uint32 // then, 1 + each group's index
+	chans       []channel
 	pairMM  []pairMismatch // per channel and kind, the first mismatched pair
 
 	// Schedule check (program.go).
@@ -75,6 +80,8 @@ type rankInfo struct {
 
 	waitsFor int32 // graph node it waits for, -1
 	term     termKind
+
+	tailFrom, tailBase int // partners kept: rows from tailFrom, at analysis.tail[row+tailBase]
 }
 
 // rankRun is one rank's run of rows, summed up by newAnalysis.
