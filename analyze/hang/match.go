@@ -298,14 +298,14 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 		st := &m.cur[i]
 		sd := &m.sides[base+i]
 		m.head[int(sd.peer)<<1|b2i(sd.recv)] = 0
-		sd.n = st.n
+		sd.n = st.pos + int32(len(st.own))
 		c := sd.ch
 		switch {
 		case sd.other >= 0:
 			// The channel is done: the first op of this side met the
 			// opener's first; what either side has left is unmatched.
 			od := &m.sides[sd.other]
-			if st.n > 0 {
+			if st.pos > 0 {
 				m.chFirst[c] = min(m.chFirst[c], st.first)
 			}
 			if len(st.own) > 0 {
@@ -328,19 +328,19 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 	}
 }
 
-// slot is the state of one side of the rank being scanned.
+// slot is the state of one side of the rank being scanned. Its ops are
+// the pos that met an op of the other side, then own.
 type slot struct {
-	n     int32 // ops
-	ch    int32
-	first int32 // the row of its first op that met one of the other side
 	// The other side's list (ops waiting for this rank), and how many of
 	// them this side met.
-	olist []int32
 	pos   int32
+	olist []int32
+	own   []int32 // this side's ops that met none
 	// The other side's rank keeps the partners of its rows from ofrom on,
 	// at tail[row+obase].
 	ofrom, obase int32
-	own          []int32 // this side's ops that met none
+	ch           int32
+	first        int32 // the row of its first op, when it met one of the other side
 }
 
 // scanFast is scan's loop when channels are not per group: add and check
@@ -372,7 +372,6 @@ func (m *matcher) scanFast(r trace.Rank, lo, hi, base int) {
 			cur = m.cur
 		}
 		st := &cur[s-base]
-		st.n++
 		if p := int(st.pos); p < len(st.olist) {
 			// Meet the first op waiting on the other side.
 			q := st.olist[p]
@@ -470,7 +469,6 @@ func (m *matcher) findGrouped(r, peer trace.Rank, k trace.Kind, gid uint32, row 
 // add is one op of rank r, at row, of the side whose state is st: it
 // meets the first op waiting on the other side, or is listed.
 func (m *matcher) add(r trace.Rank, st *slot, row int32) {
-	st.n++
 	if p := int(st.pos); p < len(st.olist) {
 		q := st.olist[p]
 		st.pos++
