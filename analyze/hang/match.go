@@ -17,9 +17,12 @@ import (
 // ops. Channels are listed in the order of their first op in the rows.
 type channel struct {
 	src, dst     trace.Rank
-	gid          uint32  // 1 + the group's index when channels are per group; 0 otherwise
-	sends, recvs int32   // ops on each side
-	extra        []int32 // rows of the longer side left unmatched, in issue order
+	gid          uint32 // 1 + the group's index when channels are per group; 0 otherwise
+	sends, recvs int32  // ops on each side
+	// Rows of the longer side left unmatched, in issue order; while match
+	// runs and the channel waits for its other side's rank, the rows of the
+	// side listed.
+	extra []int32
 }
 
 // unmatchedSends returns the sends of ch no receive matches, in issue order.
@@ -128,19 +131,24 @@ func p2pGroups(t *trace.Trace) bool {
 // format this package has always used).
 const maxGroupID = 1<<20 - 1
 
-// side is one rank's end of a channel while matching: its sends to one
-// peer, or its receives from one peer (in one group).
+// side is one end of a channel of the rank being scanned: its sends to
+// one peer, or its receives from one peer (in one group). Its ops are the
+// pos first of olist's that each met, then own's.
 type side struct {
-	peer  trace.Rank
-	gid   uint32 // 1 + the group's index when channels are per group; 0 otherwise
-	recv  bool
-	next  int32 // per group: the rank's next side with the same peer and direction, -1
-	n     int32 // ops, once its rank is scanned
-	ch    int32 // its channel
-	other int32 // the other side of the channel, -1 when it has none (yet)
-	// The rows of its ops, in issue order, while they wait for the other
-	// side's rank to be scanned; nil once that is done.
-	list []int32
+	peer trace.Rank
+	gid  uint32 // 1 + the group's index when channels are per group; 0 otherwise
+	recv bool
+	next int32 // per group: the rank's next side with the same peer and direction, -1
+	ch   int32 // its channel
+	// The other side's rows, listed by an earlier scan (nil when there is
+	// none), and how many of them this side met.
+	pos   int32
+	olist []int32
+	own   []int32 // this side's ops that met none, in issue order
+	// The other side's rank keeps the partners of its rows from ofrom on,
+	// at tail[row+obase].
+	ofrom, obase int32
+	first        int32 // the row of its first op, when it met one of the other side
 }
 
 // pairMismatch is the first pair of a channel showing one mismatch kind,
@@ -157,31 +165,26 @@ type matcher struct {
 	a       *analysis
 	t       *trace.Trace
 	byGroup bool
-	sides   []side
-	chSides [][2]int32 // per channel: its send and receive side, -1 when none
+	// sides of the rank being scanned, and head, per peer and direction
+	// (2*peer + 1 for receives): 1 + the index in sides of its side toward
+	// that peer (the first of its chain per group); 0 when none. Indexed
+	// by rank: no hashing on the hot path.
+	sides []side
+	head  []int32
 	// chFirst, per channel: the row of the op that opened it, then of its
 	// first op (of either side).
 	chFirst []int32
-	// head, per peer and direction (2*peer + 1 for receives): 1 + the
-	// index in sides of the current rank's side toward that peer (the
-	// first of its chain per group); 0 when none. Indexed by rank: no
-	// hashing on the hot path.
-	head []int32
-	// cur, per side of the rank being scanned (sides[base+i] is cur[i]):
-	// its state during the scan.
-	cur []slot
-	// Row lists of sides whose channel is done, for reuse: a few are in
-	// use at a time.
-	pool [][]int32
-	// Unmatched rows of the channels, chExtra[c] = extra[lo:hi].
-	extra   []int32
-	chExtra [][2]int32
-	// A channel opened by a rank toward a higher rank is registered under
-	// that rank: regHead[r] is 1 + the first, regNext chains them.
+	// A channel opened by a rank toward a rank not scanned yet is
+	// registered under that rank: regHead[r] is 1 + the first, regNext
+	// chains them.
 	regHead []int32
 	regNext []int32 // per channel
 	matched int
 	bad     []pairMismatch // every pair whose labels differ, count 1 each
+	// Row lists of channels done, for reuse: a few are in use at a time.
+	pool [][]int32
+	// The channels' unmatched rows, one after the other.
+	extra []int32
 	// Group indices (first-appearance order over the P2P rows), when
 	// channels are per group.
 	groupOf   map[string]uint32
@@ -201,31 +204,33 @@ type matcher struct {
 //   - Ranks are scanned in batches of chainWidth consecutive ranks; the
 //     next batch is the lowest unvisited ranks the batch opened channels
 //     toward (in a pipeline, the next stage of the same replicas), else
-//     the lowest unvisited ranks. The ops a batch leaves waiting are still
-//     in cache when their peers meet them. With groups, batches are in
-//     rank order (the group numbering follows the scan).
+//     the lowest unvisited ranks. The rows a batch lists are still in
+//     cache when their peers meet them. With groups, batches are in rank
+//     order (the group numbering follows the scan).
 //   - The side of each P2P op is found by indexing an array by peer and
 //     direction; a new side opens a channel or joins the channel an
 //     earlier rank opened toward this one, registered under this rank.
-//   - When the other side of the channel has ops waiting (its rank was
-//     scanned first), the op meets the first of them: the k-th send meets
-//     the k-th receive. Both rows get their partner, and the pair's labels
-//     are checked while both ranks' rows are in cache. Otherwise the op
-//     waits in its side's queue.
-//   - What waits in a queue at the end is unmatched. Channels are then
-//     renumbered in the order of their first op in the rows.
+//   - When the other side of the channel was listed by an earlier scan,
+//     the op meets the first of its rows not met yet: the k-th send meets
+//     the k-th receive, and the pair's labels are checked while both
+//     ranks' rows are in cache. Otherwise the op is listed, in issue
+//     order, for the other side's scan.
+//   - What is left of either side once both are scanned, or of a list no
+//     scan met, is unmatched. Channels are then renumbered in the order of
+//     their first op in the rows.
+//
+// The partners of the pending ops (all the analysis looks up) are kept
+// (tailPartners); no array per row is written.
 func (a *analysis) match() {
 	t := a.t
 	a.tailPartners()
 	m := &matcher{a: a, t: t, byGroup: p2pGroups(t),
 		head: make([]int32, 2*len(a.ranks)), regHead: make([]int32, len(a.ranks))}
-	// Room for a pipeline's channels (two per neighbouring pair of ranks)
-	// and sides, so that they rarely grow.
+	// Room for a pipeline's channels (two per neighbouring pair of ranks),
+	// so that they rarely grow.
 	nc := min(2*len(a.ranks), t.Len())
 	a.chans = make([]channel, 0, nc)
-	m.chSides, m.chFirst, m.regNext = make([][2]int32, 0, nc), make([]int32, 0, nc), make([]int32, 0, nc)
-	m.chExtra = make([][2]int32, 0, nc)
-	m.sides = make([]side, 0, 2*nc)
+	m.chFirst, m.regNext = make([]int32, 0, nc), make([]int32, 0, nc)
 	m.visited = make([]bool, len(a.ranks))
 	a.p2pByGroup = m.byGroup
 	if m.byGroup {
@@ -265,21 +270,21 @@ func (a *analysis) match() {
 	m.finish()
 }
 
-// scan matches the P2P ops of rank r, rows [lo, hi): each meets the op
-// of the same rank in its channel on the other side, listed by an earlier
-// scan, or is listed itself (in issue order) to wait for the other side's
-// scan. The pair's labels are checked while both ranks' rows are in cache.
+// scan matches the P2P ops of rank r, rows [lo, hi), then sets the op
+// counts of its channels, and the unmatched rows of those whose other side
+// was scanned (before, or with no op toward r); the channels left list
+// their rows (in extra) for their other side's scan.
 func (m *matcher) scan(r trace.Rank, lo, hi int) {
 	t := m.t
-	base := len(m.sides)
-	m.cur = m.cur[:0]
+	a := m.a
+	m.sides = m.sides[:0]
 	// r's sides of the channels earlier ranks opened toward it.
 	for c := m.regHead[r] - 1; c >= 0; c = m.regNext[c] {
-		ch := &m.a.chans[c]
+		ch := &a.chans[c]
 		if ch.dst == r {
-			m.newSide(ch.src, ch.gid, true, c, m.chSides[c][0])
+			m.newSide(ch.src, ch.gid, true, c, ch.extra)
 		} else {
-			m.newSide(ch.dst, ch.gid, false, c, m.chSides[c][1])
+			m.newSide(ch.dst, ch.gid, false, c, ch.extra)
 		}
 	}
 	if m.byGroup {
@@ -287,66 +292,52 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 		for j, k := range kinds {
 			if k.IsP2P() {
 				s := m.findGrouped(r, peers[j], k, m.gid(groups[j]), int32(lo+j))
-				m.add(r, &m.cur[int(s)-base], int32(lo+j))
+				m.add(r, &m.sides[s], int32(lo+j))
 			}
 		}
 	} else {
-		m.scanFast(r, lo, hi, base)
+		m.scanFast(r, lo, hi)
 	}
-	// Back to the sides: counts, and the lists of the channels.
-	for i := range m.cur {
-		st := &m.cur[i]
-		sd := &m.sides[base+i]
+	for i := range m.sides {
+		sd := &m.sides[i]
 		m.head[int(sd.peer)<<1|b2i(sd.recv)] = 0
-		sd.n = st.pos + int32(len(st.own))
 		c := sd.ch
+		ch := &a.chans[c]
+		if n := sd.pos + int32(len(sd.own)); sd.recv {
+			ch.recvs = n
+		} else {
+			ch.sends = n
+		}
 		switch {
-		case sd.other >= 0:
+		case sd.olist != nil:
 			// The channel is done: the first op of this side met the
 			// opener's first; what either side has left is unmatched.
-			od := &m.sides[sd.other]
-			if st.pos > 0 {
-				m.chFirst[c] = min(m.chFirst[c], st.first)
+			if sd.pos > 0 {
+				m.chFirst[c] = min(m.chFirst[c], sd.first)
 			}
-			if len(st.own) > 0 {
-				m.unmatched(c, st.own)
+			if len(sd.own) > 0 {
+				ch.extra = m.unmatched(sd.own)
 			} else {
-				m.unmatched(c, od.list[st.pos:])
+				ch.extra = m.unmatched(sd.olist[sd.pos:])
 			}
-			m.put(od.list)
-			od.list = nil
-			m.put(st.own)
+			m.put(sd.olist)
+			m.put(sd.own)
 		case m.visited[sd.peer]:
 			// The peer was scanned, with no op toward r: every op is
 			// unmatched.
-			m.unmatched(c, st.own)
-			m.put(st.own)
+			ch.extra = m.unmatched(sd.own)
+			m.put(sd.own)
 		default:
-			sd.list = st.own
+			// Listed for the peer's scan (unmatched if none comes).
+			ch.extra = sd.own
 		}
-		st.own, st.olist = nil, nil
+		sd.own, sd.olist = nil, nil
 	}
 }
 
-// slot is the state of one side of the rank being scanned. Its ops are
-// the pos that met an op of the other side, then own.
-type slot struct {
-	// The other side's list (ops waiting for this rank), and how many of
-	// them this side met.
-	pos   int32
-	olist []int32
-	own   []int32 // this side's ops that met none
-	// The other side's rank keeps the partners of its rows from ofrom on,
-	// at tail[row+obase].
-	ofrom, obase int32
-	ch           int32
-	first        int32 // the row of its first op, when it met one of the other side
-}
-
 // scanFast is scan's loop when channels are not per group: add and check
-// written out, on locals, for the hot path. The rank's sides start at
-// base.
-func (m *matcher) scanFast(r trace.Rank, lo, hi, base int) {
+// written out, on locals, for the hot path.
+func (m *matcher) scanFast(r trace.Rank, lo, hi int) {
 	t := m.t
 	a := m.a
 	n := t.Len()
@@ -356,7 +347,7 @@ func (m *matcher) scanFast(r trace.Rank, lo, hi, base int) {
 	// The columns, all of one length n, indexed by row: the rank's rows j
 	// and the peers' rows q alike.
 	step, mb, kind, bytes, shape, dtype, peer := t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n], t.Peer[:n]
-	head, cur, tail := m.head, m.cur, a.tail
+	head, sides, tail := m.head, m.sides, a.tail
 	from, tbase := int32(a.ranks[r].tailFrom), int32(a.ranks[r].tailBase)
 	matched := 0
 	for j := lo; j < hi; j++ {
@@ -369,22 +360,22 @@ func (m *matcher) scanFast(r trace.Rank, lo, hi, base int) {
 		s := int(head[int(peer[j])<<1|int(k&1)]) - 1
 		if s < 0 {
 			s = int(m.open(r, peer[j], 0, k&1 != 0, row))
-			cur = m.cur
+			sides = m.sides
 		}
-		st := &cur[s-base]
-		if p := int(st.pos); p < len(st.olist) {
-			// Meet the first op waiting on the other side.
-			q := st.olist[p]
-			st.pos++
+		sd := &sides[s]
+		if p := int(sd.pos); p < len(sd.olist) {
+			// Meet the first op of the other side not met yet.
+			q := sd.olist[p]
+			sd.pos++
 			if p == 0 {
-				st.first = row
+				sd.first = row
 			}
 			matched++
 			if row >= from {
 				tail[row+tbase] = q
 			}
-			if q >= st.ofrom {
-				tail[q+st.obase] = row
+			if q >= sd.ofrom {
+				tail[q+sd.obase] = row
 			}
 			if uint(q) >= uint(n) {
 				panic("hang: row out of range")
@@ -394,31 +385,29 @@ func (m *matcher) scanFast(r trace.Rank, lo, hi, base int) {
 			// send's with the low bit set).
 			if differ(step[j], step[q], mb[j], mb[q], bytes[j], bytes[q], &shape[j], &shape[q], &dtype[j], &dtype[q]) || k^kind[q] != 1 {
 				if k&1 != 0 {
-					m.check(st.ch, q, row)
+					m.check(sd.ch, q, row)
 				} else {
-					m.check(st.ch, row, q)
+					m.check(sd.ch, row, q)
 				}
 			}
 			continue
 		}
-		st.own = append(st.own, row)
+		sd.own = append(sd.own, row)
 	}
 	m.matched += matched
 }
 
 // newSide appends a side of the current rank toward peer on channel c,
-// whose other side is o (-1: none), indexes it in head, and returns it.
-func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c, o int32) int32 {
+// whose other side's rows are olist (nil: none), indexes it in head, and
+// returns it.
+func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c int32, olist []int32) int32 {
 	s := int32(len(m.sides))
-	m.sides = append(m.sides, side{peer: peer, gid: gid, recv: recv, next: -1, ch: c, other: o})
-	st := slot{ch: c, own: m.get()}
-	if o >= 0 {
-		m.sides[o].other = s
+	sd := side{peer: peer, gid: gid, recv: recv, next: -1, ch: c, olist: olist, own: m.get()}
+	if olist != nil {
 		pi := &m.a.ranks[peer]
-		st.olist, st.ofrom, st.obase = m.sides[o].list, int32(pi.tailFrom), int32(pi.tailBase)
+		sd.ofrom, sd.obase = int32(pi.tailFrom), int32(pi.tailBase)
 	}
-	m.cur = append(m.cur, st)
-	m.chSides[c][b2i(recv)] = s
+	m.sides = append(m.sides, sd)
 	h := int(peer)<<1 | b2i(recv)
 	if m.head[h] == 0 {
 		m.head[h] = s + 1
@@ -434,7 +423,7 @@ func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c, o int32) in
 
 // open makes a new channel for rank r's first op toward peer (a receive
 // when recv) in group gid, and returns r's side of it. A channel toward a
-// higher rank is registered under it.
+// rank not scanned yet is registered under it.
 func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool, row int32) int32 {
 	a := m.a
 	c := int32(len(a.chans))
@@ -443,16 +432,14 @@ func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool, row int32) int
 		ch.src, ch.dst = peer, r
 	}
 	a.chans = append(a.chans, ch)
-	m.chSides = append(m.chSides, [2]int32{-1, -1})
 	m.chFirst = append(m.chFirst, row)
-	m.chExtra = append(m.chExtra, [2]int32{})
 	m.regNext = append(m.regNext, -1)
 	if !m.visited[peer] {
 		m.succ = append(m.succ, int32(peer))
 		m.regNext[c] = m.regHead[peer] - 1
 		m.regHead[peer] = c + 1
 	}
-	return m.newSide(peer, gid, recv, c, -1)
+	return m.newSide(peer, gid, recv, c, nil)
 }
 
 // findGrouped returns rank r's side toward peer in direction k and group
@@ -466,39 +453,42 @@ func (m *matcher) findGrouped(r, peer trace.Rank, k trace.Kind, gid uint32, row 
 	return m.open(r, peer, gid, k&1 != 0, row)
 }
 
-// add is one op of rank r, at row, of the side whose state is st: it
-// meets the first op waiting on the other side, or is listed.
-func (m *matcher) add(r trace.Rank, st *slot, row int32) {
-	if p := int(st.pos); p < len(st.olist) {
-		q := st.olist[p]
-		st.pos++
+// add is one op of rank r, at row, of side sd: it meets the first op of
+// the other side not met yet, or is listed.
+func (m *matcher) add(r trace.Rank, sd *side, row int32) {
+	if p := int(sd.pos); p < len(sd.olist) {
+		q := sd.olist[p]
+		sd.pos++
 		if p == 0 {
-			st.first = row
+			sd.first = row
 		}
 		m.matched++
 		a := m.a
 		if ri := &a.ranks[r]; int(row) >= ri.tailFrom {
 			a.tail[int(row)+ri.tailBase] = q
 		}
-		if q >= st.ofrom {
-			a.tail[q+st.obase] = row
+		if q >= sd.ofrom {
+			a.tail[q+sd.obase] = row
 		}
-		if m.t.Kind[row]&1 != 0 {
-			m.check(st.ch, q, row)
+		if sd.recv {
+			m.check(sd.ch, q, row)
 		} else {
-			m.check(st.ch, row, q)
+			m.check(sd.ch, row, q)
 		}
 		return
 	}
-	st.own = append(st.own, row)
+	sd.own = append(sd.own, row)
 }
 
-// unmatched notes rows, the ops of channel c that no op of the other side
-// matches, in issue order.
-func (m *matcher) unmatched(c int32, rows []int32) {
+// unmatched returns a copy of rows, unmatched ops of a channel; nil when
+// none.
+func (m *matcher) unmatched(rows []int32) []int32 {
+	if len(rows) == 0 {
+		return nil
+	}
 	lo := len(m.extra)
 	m.extra = append(m.extra, rows...)
-	m.chExtra[c] = [2]int32{int32(lo), int32(len(m.extra))}
+	return m.extra[lo:len(m.extra):len(m.extra)]
 }
 
 // get returns an empty list, reusing one given back.
@@ -602,7 +592,8 @@ func (m *matcher) renumber() {
 	for r := 1; r < len(start); r++ {
 		start[r] += start[r-1]
 	}
-	pos := slices.Clone(start)
+	pos := m.head[:0] // all 0 again: room for a copy of start
+	pos = append(pos, start...)
 	order := make([]int32, len(first))
 	for c, f := range first {
 		r := rank[f]
@@ -613,47 +604,44 @@ func (m *matcher) renumber() {
 		}
 		order[i] = int32(c)
 	}
-	newOf := make([]int32, len(first))
-	chans := make([]channel, len(a.chans))
-	chSides := make([][2]int32, len(a.chans))
-	for i, c := range order {
-		newOf[c] = int32(i)
-		chans[i], chSides[i] = a.chans[c], m.chSides[c]
+	if len(m.bad) > 0 {
+		newOf := start[:0]
+		newOf = slices.Grow(newOf, len(order))[:len(order)]
+		for i, c := range order {
+			newOf[c] = int32(i)
+		}
+		for i := range m.bad {
+			m.bad[i].ch = newOf[m.bad[i].ch]
+		}
 	}
-	a.chans, m.chSides = chans, chSides
-	for i := range m.bad {
-		m.bad[i].ch = newOf[m.bad[i].ch]
+	// Permute the channels in place, a cycle at a time (order[i] < 0:
+	// done).
+	chans := a.chans
+	for i := range order {
+		c := order[i]
+		if c < 0 || int(c) == i {
+			continue
+		}
+		tmp := chans[i]
+		j := i
+		for {
+			c := order[j]
+			order[j] = -1
+			if int(c) == i {
+				chans[j] = tmp
+				break
+			}
+			chans[j] = chans[c]
+			j = int(c)
+		}
 	}
 }
 
-// finish fills each channel's op counts and unmatched rows (those of the
-// channels whose other side no scan met are all unmatched), and the first
-// mismatched pair of each kind per channel.
+// finish counts the pairs, puts the channels in row order, and keeps the
+// first mismatched pair of each kind per channel.
 func (m *matcher) finish() {
 	a := m.a
 	a.rep.Matched += m.matched
-	for c := range a.chans {
-		ch := &a.chans[c]
-		for dir, s := range m.chSides[c] {
-			if s < 0 {
-				continue
-			}
-			sd := &m.sides[s]
-			if dir == 0 {
-				ch.sends = sd.n
-			} else {
-				ch.recvs = sd.n
-			}
-			if sd.list != nil {
-				m.unmatched(int32(c), sd.list)
-			}
-		}
-	}
-	for c := range a.chans {
-		if x := m.chExtra[c]; x[1] > x[0] {
-			a.chans[c].extra = m.extra[x[0]:x[1]:x[1]]
-		}
-	}
 	m.renumber()
 	// Pairs are checked in the row order of their later op: per channel,
 	// in pair order. Keep per channel the first pair of each kind, counting
