@@ -303,6 +303,7 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 		m.head[int(sd.peer)<<1|b2i(sd.recv)] = 0
 		c := sd.ch
 		ch := &a.chans[c]
+		m.matched += int(sd.pos)
 		if n := sd.pos + int32(len(sd.own)); sd.recv {
 			ch.recvs = n
 		} else {
@@ -336,10 +337,11 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 }
 
 // scanFast is scan's loop when channels are not per group: add and check
-// written out, on locals, for the hot path.
+// written out, on locals, for the hot path. The rank's rows whose
+// partners are kept, from tailFrom on (its pending ops, at its end), go
+// through add.
 func (m *matcher) scanFast(r trace.Rank, lo, hi int) {
 	t := m.t
-	a := m.a
 	n := t.Len()
 	if uint(lo) > uint(hi) || uint(hi) > uint(n) {
 		panic("hang: rows out of range")
@@ -347,10 +349,9 @@ func (m *matcher) scanFast(r trace.Rank, lo, hi int) {
 	// The columns, all of one length n, indexed by row: the rank's rows j
 	// and the peers' rows q alike.
 	step, mb, kind, bytes, shape, dtype, peer := t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n], t.Peer[:n]
-	head, sides, tail := m.head, m.sides, a.tail
-	from, tbase := int32(a.ranks[r].tailFrom), int32(a.ranks[r].tailBase)
-	matched := 0
-	for j := lo; j < hi; j++ {
+	head, sides, tail := m.head, m.sides, m.a.tail
+	end := max(lo, min(hi, m.a.ranks[r].tailFrom))
+	for j := lo; j < end; j++ {
 		k := kind[j]
 		// SEND_F, RECV_F, SEND_B, RECV_B are 4..7: receives are odd.
 		if uint16(k)-uint16(trace.SendF) >= 4 {
@@ -369,10 +370,6 @@ func (m *matcher) scanFast(r trace.Rank, lo, hi int) {
 			sd.pos++
 			if p == 0 {
 				sd.first = row
-			}
-			matched++
-			if row >= from {
-				tail[row+tbase] = q
 			}
 			if q >= sd.ofrom {
 				tail[q+sd.obase] = row
@@ -394,7 +391,15 @@ func (m *matcher) scanFast(r trace.Rank, lo, hi int) {
 		}
 		sd.own = append(sd.own, row)
 	}
-	m.matched += matched
+	for j := end; j < hi; j++ {
+		if k := kind[j]; k.IsP2P() {
+			s := m.head[int(peer[j])<<1|int(k&1)] - 1
+			if s < 0 {
+				s = m.open(r, peer[j], 0, k&1 != 0, int32(j))
+			}
+			m.add(r, &m.sides[s], int32(j))
+		}
+	}
 }
 
 // newSide appends a side of the current rank toward peer on channel c,
@@ -462,7 +467,6 @@ func (m *matcher) add(r trace.Rank, sd *side, row int32) {
 		if p == 0 {
 			sd.first = row
 		}
-		m.matched++
 		a := m.a
 		if ri := &a.ranks[r]; int(row) >= ri.tailFrom {
 			a.tail[int(row)+ri.tailBase] = q
