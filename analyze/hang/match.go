@@ -19,25 +19,26 @@ type channel struct {
 	src, dst     trace.Rank
 	gid          uint32 // 1 + the group's index when channels are per group; 0 otherwise
 	sends, recvs int32  // ops on each side
-	// Rows of the longer side left unmatched, in issue order; while match
-	// runs and the channel waits for its other side's rank, the rows of the
-	// side listed.
-	extra []int32
+	// The rows of the longer side left unmatched, in issue order, are
+	// analysis.extra[extra:extra+|sends-recvs|]. While match runs and the
+	// channel waits for its other side's rank, ^extra is the index of the
+	// side's rows in matcher.lists.
+	extra int32
 }
 
 // unmatchedSends returns the sends of ch no receive matches, in issue order.
-func (ch *channel) unmatchedSends() []int32 {
+func (a *analysis) unmatchedSends(ch *channel) []int32 {
 	if ch.sends > ch.recvs {
-		return ch.extra
+		return a.extra[ch.extra : ch.extra+ch.sends-ch.recvs]
 	}
 	return nil
 }
 
 // unmatchedRecvs returns the receives of ch no send matches, in issue
 // order.
-func (ch *channel) unmatchedRecvs() []int32 {
+func (a *analysis) unmatchedRecvs(ch *channel) []int32 {
 	if ch.recvs > ch.sends {
-		return ch.extra
+		return a.extra[ch.extra : ch.extra+ch.recvs-ch.sends]
 	}
 	return nil
 }
@@ -183,8 +184,10 @@ type matcher struct {
 	bad     []pairMismatch // every pair whose labels differ, count 1 each
 	// Row lists of channels done, for reuse: a few are in use at a time.
 	pool [][]int32
-	// The channels' unmatched rows, one after the other.
-	extra []int32
+	// The rows of the sides waiting for their other side's scan (a
+	// channel's ^extra), and the indices free in lists.
+	lists [][]int32
+	free  []int32
 	// Group indices (first-appearance order over the P2P rows), when
 	// channels are per group.
 	groupOf   map[string]uint32
@@ -224,6 +227,7 @@ type matcher struct {
 func (a *analysis) match() {
 	t := a.t
 	a.tailPartners()
+	a.extra = nil
 	m := &matcher{a: a, t: t, byGroup: p2pGroups(t),
 		head: make([]int32, 2*len(a.ranks)), regHead: make([]int32, len(a.ranks))}
 	// Room for a pipeline's channels (two per neighbouring pair of ranks),
@@ -281,10 +285,12 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 	// r's sides of the channels earlier ranks opened toward it.
 	for c := m.regHead[r] - 1; c >= 0; c = m.regNext[c] {
 		ch := &a.chans[c]
+		olist := m.lists[^ch.extra]
+		m.free = append(m.free, ^ch.extra)
 		if ch.dst == r {
-			m.newSide(ch.src, ch.gid, true, c, ch.extra)
+			m.newSide(ch.src, ch.gid, true, c, olist)
 		} else {
-			m.newSide(ch.dst, ch.gid, false, c, ch.extra)
+			m.newSide(ch.dst, ch.gid, false, c, olist)
 		}
 	}
 	if m.byGroup {
@@ -330,7 +336,7 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 			m.put(sd.own)
 		default:
 			// Listed for the peer's scan (unmatched if none comes).
-			ch.extra = sd.own
+			ch.extra = ^m.keep(sd.own)
 		}
 		sd.own, sd.olist = nil, nil
 	}
@@ -484,15 +490,25 @@ func (m *matcher) add(r trace.Rank, sd *side, row int32) {
 	sd.own = append(sd.own, row)
 }
 
-// unmatched returns a copy of rows, unmatched ops of a channel; nil when
-// none.
-func (m *matcher) unmatched(rows []int32) []int32 {
-	if len(rows) == 0 {
-		return nil
+// unmatched copies rows, unmatched ops of a channel, to extra, and returns
+// where they start.
+func (m *matcher) unmatched(rows []int32) int32 {
+	lo := len(m.a.extra)
+	m.a.extra = append(m.a.extra, rows...)
+	return int32(lo)
+}
+
+// keep puts list, the rows of a side waiting for its other side's scan,
+// in lists, and returns its index.
+func (m *matcher) keep(list []int32) int32 {
+	if k := len(m.free); k > 0 {
+		i := m.free[k-1]
+		m.free = m.free[:k-1]
+		m.lists[i] = list
+		return i
 	}
-	lo := len(m.extra)
-	m.extra = append(m.extra, rows...)
-	return m.extra[lo:len(m.extra):len(m.extra)]
+	m.lists = append(m.lists, list)
+	return int32(len(m.lists) - 1)
 }
 
 // get returns an empty list, reusing one given back.
@@ -646,6 +662,13 @@ func (m *matcher) renumber() {
 func (m *matcher) finish() {
 	a := m.a
 	a.rep.Matched += m.matched
+	// The channels whose other side no scan met: every op listed is
+	// unmatched.
+	for c := range a.chans {
+		if ch := &a.chans[c]; ch.extra < 0 {
+			ch.extra = m.unmatched(m.lists[^ch.extra])
+		}
+	}
 	m.renumber()
 	// Pairs are checked in the row order of their later op: per channel,
 	// in pair order. Keep per channel the first pair of each kind, counting
@@ -753,13 +776,13 @@ func (a *analysis) markLost() {
 	}
 	for ci := range a.chans {
 		ch := &a.chans[ci]
-		for _, s := range ch.unmatchedSends() {
+		for _, s := range a.unmatchedSends(ch) {
 			if t.EndNs[s] != trace.NoTime {
 				mark(ch.dst, fmt.Sprintf("rank %d's %s completed, but rank %d has no receive for it", ch.src, describeOp(a.event(int(s))), ch.dst))
 				break
 			}
 		}
-		for _, r := range ch.unmatchedRecvs() {
+		for _, r := range a.unmatchedRecvs(ch) {
 			if t.EndNs[r] != trace.NoTime {
 				mark(ch.src, fmt.Sprintf("rank %d's %s completed, but rank %d has no send for it", ch.dst, describeOp(a.event(int(r))), ch.src))
 				break

@@ -123,6 +123,7 @@ func checkMatch(t *trace.Trace, opt Options) string {
 	if len(a.chans) != len(ref.chans) {
 		return fmt.Sprintf("%d channels, want %d", len(a.chans), len(ref.chans))
 	}
+	extra := 0 // unmatched rows of all the channels
 	for c := range a.chans {
 		ch, rc := &a.chans[c], &ref.chans[c]
 		n := min(len(rc.sends), len(rc.recvs))
@@ -130,13 +131,15 @@ func checkMatch(t *trace.Trace, opt Options) string {
 		case ch.src != rc.src || ch.dst != rc.dst || int(ch.sends) != len(rc.sends) || int(ch.recvs) != len(rc.recvs):
 			return fmt.Sprintf("channel %d: %d->%d %d sends %d recvs, want %d->%d %d %d", c,
 				ch.src, ch.dst, ch.sends, ch.recvs, rc.src, rc.dst, len(rc.sends), len(rc.recvs))
-		case !slices.Equal(ch.unmatchedSends(), rc.sends[n:]) && len(rc.sends) > n:
-			return fmt.Sprintf("channel %d: unmatched sends %v, want %v", c, ch.unmatchedSends(), rc.sends[n:])
-		case !slices.Equal(ch.unmatchedRecvs(), rc.recvs[n:]) && len(rc.recvs) > n:
-			return fmt.Sprintf("channel %d: unmatched receives %v, want %v", c, ch.unmatchedRecvs(), rc.recvs[n:])
-		case len(rc.sends) == len(rc.recvs) && len(ch.extra) > 0:
-			return fmt.Sprintf("channel %d: unmatched %v, want none", c, ch.extra)
+		case !slices.Equal(a.unmatchedSends(ch), rc.sends[n:]) && len(rc.sends) > n:
+			return fmt.Sprintf("channel %d: unmatched sends %v, want %v", c, a.unmatchedSends(ch), rc.sends[n:])
+		case !slices.Equal(a.unmatchedRecvs(ch), rc.recvs[n:]) && len(rc.recvs) > n:
+			return fmt.Sprintf("channel %d: unmatched receives %v, want %v", c, a.unmatchedRecvs(ch), rc.recvs[n:])
 		}
+		extra += len(a.unmatchedSends(ch)) + len(a.unmatchedRecvs(ch))
+	}
+	if extra != len(a.extra) {
+		return fmt.Sprintf("channels show %d unmatched rows, %d kept", extra, len(a.extra))
 	}
 	return ""
 }

@@ -24,6 +24,7 @@ type analysis struct {
 	p2pByGroup  bool              // channels are per process group
 	p2pGroupOf  map[string]uint32 // then, 1 + each group's index
 	chans       []channel
+	extra       []int32        // the channels' unmatched rows (channel.extra)
 	pairMM      []pairMismatch // per channel and kind, the first mismatched pair
 
 	// Schedule check (program.go).
