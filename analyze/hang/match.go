@@ -60,9 +60,6 @@ func (a *analysis) tailPartners() {
 		ri.tailFrom, ri.tailBase = from, n-from
 		n += ri.hi - from
 	}
-	if n > a.t.Len() || int64(a.t.Len()) > 1<<31-1 {
-		panic("hang: rows out of range")
-	}
 	a.tail = make([]int32, n)
 	for i := range a.tail {
 		a.tail[i] = -1
@@ -558,22 +555,16 @@ func (m *matcher) gid(g string) uint32 {
 }
 
 // differ reports whether a pair's steps, micro-batches, byte counts,
-// shapes or dtypes differ, strings compared as sameString does, in one
-// test.
+// shapes or dtypes differ, in one test. Strings count as the same when
+// they are the same bytes in memory (same length and data): strings read
+// from a file are interned (one copy per value), so equal ones mostly
+// are; for the others check compares the bytes.
 func differ(s1, s2 int64, m1, m2 trace.MicroBatch, b1, b2 int64, sh1, sh2, dt1, dt2 *string) bool {
 	x := uint64(s1^s2) | uint64(m1^m2) | uint64(b1^b2) |
 		uint64(uintptr(unsafe.Pointer(unsafe.StringData(*sh1)))^uintptr(unsafe.Pointer(unsafe.StringData(*sh2)))) |
 		uint64(uintptr(unsafe.Pointer(unsafe.StringData(*dt1)))^uintptr(unsafe.Pointer(unsafe.StringData(*dt2)))) |
 		uint64(len(*sh1)^len(*sh2)) | uint64(len(*dt1)^len(*dt2))
 	return x != 0
-}
-
-// sameString reports whether a and b are the same string: same length and
-// same bytes in memory. Strings read from a file are interned (one copy per
-// value): equal ones are mostly the same; for the others check compares
-// the bytes.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // chainWidth is how many ranks match scans side by side along their
