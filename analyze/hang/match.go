@@ -273,8 +273,8 @@ func (a *analysis) match() {
 
 // scan matches the P2P ops of rank r, rows [lo, hi), then sets the op
 // counts of its channels, and the unmatched rows of those whose other side
-// was scanned (before, or with no op toward r); the channels left list
-// their rows (in extra) for their other side's scan.
+// was scanned (before, or with no op toward r); the others keep r's rows
+// in lists (their ^extra) for their other side's scan.
 func (m *matcher) scan(r trace.Rank, lo, hi int) {
 	t := m.t
 	a := m.a
