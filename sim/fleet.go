@@ -32,16 +32,35 @@ import (
 // Replicas are simulated on up to GOMAXPROCS goroutines; the rows do not
 // depend on it.
 //
-// Fleet supports what a healthy job needs: Faults and SlowRanks are
-// refused; Stragglers apply to their step (every step for Step -1).
+// Faults apply to their step: the faulted rank's TP lane of its replica is
+// simulated with them (the other lanes are the replica's healthy copies),
+// as Run's ranks are (a TP lane's P2P stays in the lane). When some rank
+// never reaches the optimizer step of a step (a fault hung its replica),
+// the job is hung: the OPT rows of that step stay posted with no start,
+// and no later step runs, as in Run. One difference: a rank that skips its
+// optimizer step (OPT_SKIP) starts the next step with the others, OptMs
+// after Run would start it. SlowRanks are refused; Stragglers
+// apply to their step (every step for Step -1).
 // It returns the trace metadata (as Run's) and the number of rows emitted.
 func Fleet(c Config, emit func(rows *trace.Trace) error) (trace.Meta, int64, error) {
 	c = c.WithDefaults()
 	if _, err := c.prepare(); err != nil {
 		return trace.Meta{}, 0, err
 	}
-	if len(c.Faults) > 0 || len(c.SlowRanks) > 0 {
-		return trace.Meta{}, 0, fmt.Errorf("fleet: faults and slow workers are not supported (use Run)")
+	if len(c.SlowRanks) > 0 {
+		return trace.Meta{}, 0, fmt.Errorf("fleet: slow workers are not supported (use Run)")
+	}
+	if err := c.Validate(); err != nil {
+		return trace.Meta{}, 0, err
+	}
+	// Faults by (step, replica, TP lane), on the lane's one-replica,
+	// one-step job: its rank is the stage, its step 0.
+	type lane struct{ step, replica, tp int }
+	faults := map[lane][]Fault{}
+	for _, f := range c.Faults {
+		l := lane{f.Step, f.Rank / c.TP % c.DP, f.Rank % c.TP}
+		f.Rank, f.Step = f.Rank/(c.DP*c.TP), 0
+		faults[l] = append(faults[l], f)
 	}
 	meta := trace.Meta{
 		Schema: trace.SchemaMajor, Job: c.Job, WorldSize: c.Stages * c.DP * c.TP,
@@ -61,16 +80,34 @@ func Fleet(c Config, emit func(rows *trace.Trace) error) (trace.Meta, int64, err
 		opts := &trace.Trace{Meta: meta}
 		opts.Grow(world)
 		barrier := int64(-1)
-		err := inOrder(c.DP, workers, func(d int) (*trace.Trace, error) {
-			return fleetReplica(c, step, d)
-		}, func(d int, local *trace.Trace) error {
-			rows := fleetRows(c, local, step, d, shift, seq)
+		err := inOrder(c.DP, workers, func(d int) ([]*trace.Trace, error) {
+			// One run per TP lane that has faults, one for the others.
+			lanes := make([]*trace.Trace, c.TP)
+			var healthy *trace.Trace
+			for tp := range lanes {
+				fs := faults[lane{step, d, tp}]
+				if len(fs) == 0 && healthy != nil {
+					lanes[tp] = healthy
+					continue
+				}
+				local, err := fleetReplica(c, step, d, fs)
+				if err != nil {
+					return nil, err
+				}
+				lanes[tp] = local
+				if len(fs) == 0 {
+					healthy = local
+				}
+			}
+			return lanes, nil
+		}, func(d int, lanes []*trace.Trace) error {
+			rows := fleetRows(c, lanes, step, d, shift, seq)
 			rows.Meta = meta
 			// Hold the OPT rows back: their start is the barrier over all
 			// replicas.
 			keep := 0
 			for i := range rows.Len() {
-				if rows.Kind[i] == trace.Opt {
+				if k := rows.Kind[i]; k == trace.Opt || k == KindOptSkip {
 					barrier = max(barrier, rows.StartNs[i])
 					opts.AppendRows(rows, i, i+1)
 					continue
@@ -87,13 +124,26 @@ func Fleet(c Config, emit func(rows *trace.Trace) error) (trace.Meta, int64, err
 		if err != nil {
 			return meta, total, err
 		}
+		// Every rank posts one optimizer step a step: when one did not,
+		// the barrier never completes and the job is hung.
+		hung := opts.Len() < world
 		for i := range opts.Len() {
-			opts.StartNs[i], opts.EndNs[i] = barrier, barrier+optNs
+			switch {
+			case hung:
+				opts.StartNs[i], opts.EndNs[i] = trace.NoTime, trace.NoTime
+			case opts.Kind[i] == KindOptSkip:
+				opts.StartNs[i], opts.EndNs[i] = barrier, barrier
+			default:
+				opts.StartNs[i], opts.EndNs[i] = barrier, barrier+optNs
+			}
 		}
 		opts.SortByRankSeq()
 		total += int64(opts.Len())
 		if err := emit(opts); err != nil {
 			return meta, total, err
+		}
+		if hung {
+			break
 		}
 		shift = barrier + optNs
 	}
@@ -110,11 +160,13 @@ func FleetSeed(seed int64, step, replica int) int64 {
 	return int64(x ^ x>>31)
 }
 
-// fleetReplica simulates replica d of step s alone: one TP rank per stage,
-// times from 0, seq from 0.
-func fleetReplica(c Config, step, d int) (*trace.Trace, error) {
+// fleetReplica simulates replica d of step s alone, with faults (ranks
+// and steps of the one-replica job): one TP rank per stage, times from 0,
+// seq from 0.
+func fleetReplica(c Config, step, d int, faults []Fault) (*trace.Trace, error) {
 	one := c
 	one.Steps, one.DP, one.TP = 1, 1, 1
+	one.Faults = faults
 	one.Seed = FleetSeed(c.Seed, step, d)
 	one.Stragglers = nil
 	for _, s := range c.Stragglers {
@@ -126,25 +178,36 @@ func fleetReplica(c Config, step, d int) (*trace.Trace, error) {
 	return Run(one)
 }
 
-// fleetRows turns the rows of a one-replica, one-TP-rank, one-step run
-// into the job's: TP copies, global ranks and peers, replica d, step s,
-// times shifted by shift, seq continued from seq (which it advances).
-func fleetRows(c Config, local *trace.Trace, step, d int, shift int64, seq []int64) *trace.Trace {
-	out := &trace.Trace{Meta: local.Meta}
-	out.Grow(local.Len() * c.TP)
+// fleetRows turns the rows of one-replica, one-TP-rank, one-step runs
+// (lanes[tp], one per TP lane; healthy lanes share one) into the job's:
+// global ranks and peers, replica d, step s, times shifted by shift, seq
+// continued from seq (which it advances).
+func fleetRows(c Config, lanes []*trace.Trace, step, d int, shift int64, seq []int64) *trace.Trace {
+	out := &trace.Trace{Meta: lanes[0].Meta}
+	out.Grow(lanes[0].Len() * c.TP)
 	global := func(stage int32, tp int) trace.Rank {
 		return trace.Rank((int(stage)*c.DP+d)*c.TP + tp)
 	}
-	for lo := 0; lo < local.Len(); {
-		hi := lo
-		for hi < local.Len() && local.Rank[hi] == local.Rank[lo] {
-			hi++
+	// Each lane's rows of each stage (its local rank), [lo, hi).
+	type span struct{ lo, hi int }
+	spans := make([][]span, c.TP)
+	for tp, local := range lanes {
+		spans[tp] = make([]span, c.Stages)
+		for lo := 0; lo < local.Len(); {
+			hi := lo
+			for hi < local.Len() && local.Rank[hi] == local.Rank[lo] {
+				hi++
+			}
+			spans[tp][local.Stage[lo]] = span{lo, hi}
+			lo = hi
 		}
-		stage := int32(local.Stage[lo])
+	}
+	for stage := range c.Stages {
 		for tp := range c.TP {
-			r := global(stage, tp)
+			local, sp := lanes[tp], spans[tp][stage]
+			r := global(int32(stage), tp)
 			from := out.Len()
-			out.AppendRows(local, lo, hi)
+			out.AppendRows(local, sp.lo, sp.hi)
 			for i := from; i < out.Len(); i++ {
 				out.Rank[i] = r
 				out.Pipeline[i] = int32(d)
@@ -162,9 +225,8 @@ func fleetRows(c Config, local *trace.Trace, step, d int, shift int64, seq []int
 					out.Peer[i] = global(int32(p), tp) // one replica, one TP rank: the local rank is the stage
 				}
 			}
-			seq[r] += int64(hi - lo)
+			seq[r] += int64(sp.hi - sp.lo)
 		}
-		lo = hi
 	}
 	return out
 }

@@ -105,10 +105,45 @@ func TestFleetReplicas(t *testing.T) {
 	}
 }
 
-// TestFleetRefuses checks that faults are refused.
+// TestFleetRefuses checks that slow workers are refused.
 func TestFleetRefuses(t *testing.T) {
-	c := Config{Schedule: "1f1b", Stages: 2, MicroBatches: 2, Faults: []Fault{{Kind: FaultSkip, Rank: 0, Step: 0, MicroBatch: 0}}}
+	c := Config{Schedule: "1f1b", Stages: 2, MicroBatches: 2, SlowRanks: []SlowRank{{Pipeline: 0, Stage: 0, Factor: 2}}}
 	if _, _, err := Fleet(c, func(*trace.Trace) error { return nil }); err == nil {
-		t.Error("no error for a fault")
+		t.Error("no error for a slow worker")
+	}
+}
+
+// TestFleetFaultsIsRun checks that with faults (every kind, on several
+// ranks, TP lanes and replicas, in several steps; two at once) Fleet's rows
+// are Run's: a hung job's trace ends in the step that hung, OPT rows
+// posted with no start. An optimizer step of OptMs > 0 is left out: Run
+// starts a rank that skipped it (OPT_SKIP) on its next step OptMs before
+// the others, Fleet starts every rank of a step at once.
+func TestFleetFaultsIsRun(t *testing.T) {
+	kinds := []FaultKind{FaultSkip, FaultShape, FaultDtype, FaultCrash, FaultExit, FaultReorder, FaultOptSkip}
+	for _, sched := range []string{"gpipe", "1f1b", "interleaved", "zb-h1"} {
+		c := Config{Schedule: sched, Stages: 4, MicroBatches: 8, Steps: 3, DP: 3, TP: 2,
+			P2PLatencyUs: 20, P2PGbps: 100, Job: "fleet"}
+		for i, k := range kinds {
+			for _, r := range []int{0, 9, 23} {
+				f := Fault{Kind: k, Rank: r, Step: (i + r) % 3, MicroBatch: (i + r) % 7}
+				if !k.hasMicroBatch() {
+					f.MicroBatch = -1
+				}
+				fc := c
+				fc.Faults = []Fault{f}
+				if r == 9 {
+					fc.Faults = append(fc.Faults, Fault{Kind: FaultOptSkip, Rank: 2, Step: 1, MicroBatch: -1})
+				}
+				want, err := Run(fc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := fleetTrace(t, fc)
+				if d := trace.Diff(want, got); d != "" {
+					t.Errorf("%s %v: Fleet differs from Run: %s", sched, fc.Faults, d)
+				}
+			}
+		}
 	}
 }

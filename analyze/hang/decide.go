@@ -123,7 +123,7 @@ func (a *analysis) fillRanks() {
 	for r := range a.ranks {
 		ri := &a.ranks[r]
 		rs := RankState{Rank: trace.Rank(r), Stage: ri.stage, Pipeline: ri.pipe, TPRank: ri.tp, State: ri.state,
-			Events: ri.hi - ri.lo, Pending: ri.pending, WaitsFor: trace.NoRank,
+			Events: ri.events, Pending: ri.pending, WaitsFor: trace.NoRank,
 			Truncated: ri.truncated, BytesLost: ri.bytesLost, Lost: ri.lost, LostReason: ri.lostWhy}
 		rs.LastCompleted = a.event(ri.lastDone)
 		if ri.block >= 0 {

@@ -106,6 +106,9 @@ type Options struct {
 	// collectives a member completed when its rows do not. Nil when the
 	// trace does not come from such dumps.
 	Dumps map[trace.Rank]Dump
+	// Progress, when not nil, is called by RunChunks before it reads each
+	// chunk (done chunks of total); Run does not call it.
+	Progress func(done, total int)
 }
 
 // File is what the reader knows about one input file.

@@ -150,28 +150,9 @@ func (a *analysis) collectMismatches() {
 // recorded OPT_SKIP and others OPT, naming the smaller group (OPT_SKIP on a
 // tie).
 func (a *analysis) optSkips() []Mismatch {
-	t := a.t
-	// A step needs both kinds: none without an OPT_SKIP.
-	if !slices.Contains(t.Kind, KindOptSkip) {
-		return nil
-	}
-	type sides struct{ opt, skip []trace.Rank }
-	steps := map[int64]*sides{}
-	for i := 0; i < t.Len(); i++ {
-		k := t.Kind[i]
-		if !isOpt(k) {
-			continue
-		}
-		s := steps[t.Step[i]]
-		if s == nil {
-			s = &sides{}
-			steps[t.Step[i]] = s
-		}
-		if k == KindOptSkip {
-			s.skip = append(s.skip, t.Rank[i])
-		} else {
-			s.opt = append(s.opt, t.Rank[i])
-		}
+	steps := a.optSteps
+	if steps == nil {
+		steps = gatherOpts(a.t)
 	}
 	var out []Mismatch
 	for step, s := range steps {
@@ -196,6 +177,36 @@ func (a *analysis) optSkips() []Mismatch {
 	}
 	slices.SortFunc(out, func(x, y Mismatch) int { return cmp.Compare(x.Step, y.Step) })
 	return out
+}
+
+// optSides is who recorded OPT and who OPT_SKIP in one step, in row
+// order.
+type optSides struct{ opt, skip []trace.Rank }
+
+// gatherOpts returns, per step, the ranks of t's OPT and OPT_SKIP rows in
+// row order; nil when t has no OPT_SKIP (a step needs both kinds).
+func gatherOpts(t *trace.Trace) map[int64]*optSides {
+	if !slices.Contains(t.Kind, KindOptSkip) {
+		return nil
+	}
+	steps := map[int64]*optSides{}
+	for i := 0; i < t.Len(); i++ {
+		k := t.Kind[i]
+		if !isOpt(k) {
+			continue
+		}
+		s := steps[t.Step[i]]
+		if s == nil {
+			s = &optSides{}
+			steps[t.Step[i]] = s
+		}
+		if k == KindOptSkip {
+			s.skip = append(s.skip, t.Rank[i])
+		} else {
+			s.opt = append(s.opt, t.Rank[i])
+		}
+	}
+	return steps
 }
 
 // orderSuspect decides which side of a pair matched by issue order with
@@ -237,6 +248,9 @@ func (a *analysis) orderSuspect(s, r int) (trace.Rank, trace.MicroBatch) {
 // hasOp reports whether rank has an op of kind with peer in step for
 // micro-batch mb.
 func (a *analysis) hasOp(rank, peer trace.Rank, step int64, mb trace.MicroBatch, kind trace.Kind) bool {
+	if a.opMemo != nil {
+		return a.opMemo.answer(opQuery{rank: rank, peer: peer, step: step, mb: mb, kind: kind})
+	}
 	t := a.t
 	ri := &a.ranks[rank]
 	for i := ri.lo; i < ri.hi; i++ {
@@ -250,6 +264,9 @@ func (a *analysis) hasOp(rank, peer trace.Rank, step int64, mb trace.MicroBatch,
 // ascending reports whether rank's ops of kind with peer in step come in
 // strictly increasing micro-batch order within each chunk.
 func (a *analysis) ascending(rank, peer trace.Rank, step int64, kind trace.Kind) bool {
+	if a.opMemo != nil {
+		return a.opMemo.answer(opQuery{rank: rank, peer: peer, step: step, mb: -1, kind: kind, asc: true})
+	}
 	t := a.t
 	ri := &a.ranks[rank]
 	last := map[int32]trace.MicroBatch{}

@@ -16,29 +16,51 @@ import (
 // than follow (and more than one does), the runtime's schedule is not the
 // one package schedule builds, and the check is dropped with a note.
 func (a *analysis) checkProgram() {
-	j := a.rep.Job
-	if j.Schedule == "" || j.PP <= 0 || j.MicroBatches <= 0 {
+	s := a.programSchedule(a.t.Len(), true)
+	if s == nil {
 		return
 	}
+	divs, follow := a.compareRanks(s)
+	a.keepDivs(divs, follow)
+}
+
+// programSchedule returns the action lists of the schedule the metadata
+// names, for a trace of events rows; nil when the metadata names none, or
+// one ppprof does not model or cannot build (with a note, when notes),
+// or one far larger than the trace.
+func (a *analysis) programSchedule(events int, notes bool) *schedule.Schedule {
+	note := a.progNote
+	if !notes {
+		note = func(string, ...any) {}
+	}
+	j := a.rep.Job
+	if j.Schedule == "" || j.PP <= 0 || j.MicroBatches <= 0 {
+		return nil
+	}
 	if !slices.Contains(schedule.Names, j.Schedule) {
-		a.progNote("schedule %q is not one ppprof models: ops are not checked against a schedule", j.Schedule)
-		return
+		note("schedule %q is not one ppprof models: ops are not checked against a schedule", j.Schedule)
+		return nil
 	}
 	v := max(j.Virtual, 1)
 	// The action lists hold about 6*p*m*v actions; a metadata claim far
 	// beyond the trace's size is not worth building.
-	if int64(j.PP)*int64(j.MicroBatches)*int64(v) > 4*int64(a.t.Len())+1<<16 {
-		a.progNote("metadata pp=%d microbatches=%d virtual=%d is far larger than the trace: ops are not checked against the schedule", j.PP, j.MicroBatches, v)
-		return
+	if int64(j.PP)*int64(j.MicroBatches)*int64(v) > 4*int64(events)+1<<16 {
+		note("metadata pp=%d microbatches=%d virtual=%d is far larger than the trace: ops are not checked against the schedule", j.PP, j.MicroBatches, v)
+		return nil
 	}
 	s, err := schedule.New(j.Schedule, j.PP, j.MicroBatches, v)
 	if err != nil {
-		a.progNote("cannot build the %s schedule from the metadata (%v): ops are not checked against it", j.Schedule, err)
-		return
+		note("cannot build the %s schedule from the metadata (%v): ops are not checked against it", j.Schedule, err)
+		return nil
 	}
+	return s
+}
+
+// compareRanks compares every present rank's ops with its stage's action
+// list in s: the first departure of each rank that departs (by rank), and
+// how many ranks follow the schedule.
+func (a *analysis) compareRanks(s *schedule.Schedule) (divs []Divergence, follow int) {
 	t := a.t
-	follow := 0
-	var divs []Divergence
 	for r := range a.ranks {
 		ri := &a.ranks[r]
 		if !ri.present || ri.stage < 0 || int(ri.stage) >= s.Stages {
@@ -61,9 +83,16 @@ func (a *analysis) checkProgram() {
 			follow++
 		}
 	}
+	return divs, follow
+}
+
+// keepDivs keeps the ranks' departures, unless more ranks depart than
+// follow (and more than one does): then the runtime's schedule is not the
+// one package schedule builds, and the check is dropped with a note.
+func (a *analysis) keepDivs(divs []Divergence, follow int) {
 	if len(divs) > follow && len(divs) > 1 {
 		a.progNote("%d of %d ranks do not follow the %s schedule as ppprof builds it (the runtime orders its ops differently?): ops are not checked against it",
-			len(divs), len(divs)+follow, j.Schedule)
+			len(divs), len(divs)+follow, a.rep.Job.Schedule)
 		return
 	}
 	a.divs = divs

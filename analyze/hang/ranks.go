@@ -38,6 +38,11 @@ type analysis struct {
 	reached   []bool          // per node: reachable from a blocked rank
 
 	cs *collState // collective matching (collective.go); nil when the trace has no collective in a named group
+
+	// RunChunks (chunks.go): what the chunks' rows answered, for a trace
+	// that holds only the rows the chunks kept. nil for Run.
+	opMemo   opMemo              // hasOp and ascending
+	optSteps map[int64]*optSides // optSkips' input
 }
 
 // termKind says why a node of the wait-for graph waits for nobody.
@@ -59,7 +64,8 @@ const (
 // rankInfo is what the analysis knows about one rank.
 type rankInfo struct {
 	present  bool
-	lo, hi   int // its rows [lo, hi)
+	lo, hi   int // its rows [lo, hi) (RunChunks: its rows the chunks kept)
+	events   int // its rows in the trace
 	stage    trace.Stage
 	pipe, tp int32
 
@@ -115,19 +121,39 @@ func newAnalysis(t *trace.Trace, opt Options) (*analysis, error) {
 // indexRanks is newAnalysis; with ordered, it returns errUnsorted for rows
 // not ordered by (rank, seq) (Run orders them then).
 func indexRanks(t *trace.Trace, opt Options, ordered bool) (*analysis, error) {
+	a := newReport(t, opt, t.Len())
+	runs, maxRank, latest, err := a.scanRows(ordered)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.finishIndex(runs, maxRank, latest); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// newReport starts the analysis of t, a trace of events rows (the whole
+// trace's, when t holds only some of them: RunChunks).
+func newReport(t *trace.Trace, opt Options, events int) *analysis {
 	a := &analysis{t: t, opt: opt, rep: &Report{States: map[State]int{}}}
 	m := t.Meta
 	a.rep.Job = Job{WorldSize: m.WorldSize, PP: m.PP, DP: m.DP, TP: m.TP, Virtual: m.Virtual,
-		MicroBatches: m.MicroBatches, Schedule: m.Schedule, Events: t.Len()}
+		MicroBatches: m.MicroBatches, Schedule: m.Schedule, Events: events}
 	if opt.WorldSize > 0 {
 		a.rep.Job.WorldSize = opt.WorldSize
 	}
-	// One pass over the rows: they are checked, and each rank's run of rows
-	// summed up (scanRanks then classifies the ranks).
-	maxRank := int64(-1)
-	latest := int64(trace.NoTime)
+	return a
+}
+
+// scanRows checks a.t's rows and sums up each rank's run of rows, in one
+// pass; it returns the runs, the highest rank or peer of any row (-1 when
+// none) and the latest timestamp (issue, start or end).
+func (a *analysis) scanRows(ordered bool) (runs []rankRun, maxRank, latest int64, err error) {
+	t := a.t
+	maxRank = -1
+	latest = int64(trace.NoTime)
 	// One run per rank: as many as the job's ranks when it says.
-	runs := make([]rankRun, 0, min(max(a.rep.Job.WorldSize, 16), t.Len(), MaxRanks))
+	runs = make([]rankRun, 0, min(max(a.rep.Job.WorldSize, 16), t.Len(), MaxRanks))
 	n := t.Len()
 	rank, kind, peer, seq := t.Rank[:n], t.Kind[:n], t.Peer[:n], t.Seq[:n]
 	issue, start, end, step := t.IssueNs[:n], t.StartNs[:n], t.EndNs[:n], t.Step[:n]
@@ -138,9 +164,9 @@ func indexRanks(t *trace.Trace, opt Options, ordered bool) (*analysis, error) {
 		r := rank[lo]
 		switch {
 		case r < 0:
-			return nil, a.rowError(lo, "negative rank", ordered)
+			return nil, 0, 0, a.rowError(lo, "negative rank", ordered)
 		case ordered && lo > 0 && r < rank[lo-1]:
-			return nil, errUnsorted
+			return nil, 0, 0, errUnsorted
 		}
 		ri := rankInfo{lo: lo, lastDone: -1, block: -1, firstSend: -1, firstPending: -1}
 		// The run's sums, on locals; pending ops are few.
@@ -150,9 +176,9 @@ func indexRanks(t *trace.Trace, opt Options, ordered bool) (*analysis, error) {
 			k, p := kind[i], peer[i]
 			switch {
 			case k.IsP2P() && (p < 0 || p == r):
-				return nil, a.rowError(i, fmt.Sprintf("%s with peer %d", k, p), ordered)
+				return nil, 0, 0, a.rowError(i, fmt.Sprintf("%s with peer %d", k, p), ordered)
 			case ordered && i > lo && seq[i] <= seq[i-1]:
-				return nil, errUnsorted
+				return nil, 0, 0, errUnsorted
 			}
 			maxPeer = max(maxPeer, p)
 			is, e, st := issue[i], end[i], step[i]
@@ -182,18 +208,28 @@ func indexRanks(t *trace.Trace, opt Options, ordered bool) (*analysis, error) {
 				ri.block = i
 			}
 		}
-		ri.hi = i
+		ri.hi, ri.events = i, i-lo
 		ri.maxIssue, ri.maxStep, ri.lastOptStep, ri.optDone = maxIssue, maxStep, lastOpt, optDone
+		ri.stage, ri.pipe, ri.tp = t.Stage[lo], t.Pipeline[lo], t.TPRank[lo]
 		maxRank = max(maxRank, int64(r))
 		runs = append(runs, rankRun{r: r, info: ri})
 		lo = i
 	}
 	maxRank = max(maxRank, int64(maxPeer))
 	latest = max(latestIssue, latestStart, latestEnd)
+	return runs, maxRank, latest, nil
+}
+
+// finishIndex sizes the job's ranks from the highest rank or peer seen
+// (maxRank) and the world size, fills them from runs (each a rank's run of
+// rows, in rank order), fixes the dump time from the latest timestamp and
+// marks the ranks whose files lost bytes.
+func (a *analysis) finishIndex(runs []rankRun, maxRank, latest int64) error {
+	opt, m := a.opt, a.t.Meta
 	if maxRank >= MaxRanks {
-		return nil, rankError(maxRank)
+		return rankError(maxRank)
 	}
-	n = int(maxRank) + 1
+	n := int(maxRank) + 1
 	if w := a.rep.Job.WorldSize; w > 0 {
 		if w > MaxRanks {
 			a.note("world size %d is more than %d: ranks without events beyond %d are not listed", w, MaxRanks, n-1)
@@ -225,7 +261,6 @@ func indexRanks(t *trace.Trace, opt Options, ordered bool) (*analysis, error) {
 		ri := &a.ranks[run.r]
 		*ri = run.info
 		ri.present, ri.waitsFor = true, -1
-		ri.stage, ri.pipe, ri.tp = t.Stage[ri.lo], t.Pipeline[ri.lo], t.TPRank[ri.lo]
 	}
 	for _, f := range opt.Files {
 		for _, r := range f.Ranks {
@@ -241,7 +276,7 @@ func indexRanks(t *trace.Trace, opt Options, ordered bool) (*analysis, error) {
 			}
 		}
 	}
-	return a, nil
+	return nil
 }
 
 // note adds a line to the report's notes.

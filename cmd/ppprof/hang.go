@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 
 	"github.com/ppprof/ppprof/analyze/hang"
 	"github.com/ppprof/ppprof/ingest"
@@ -17,6 +19,8 @@ type hangOptions struct {
 	quiet     bool
 	dumpNs    int64
 	worldSize int
+	stream    string // --stream: auto, always or never
+	memory    string // --max-memory
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -41,6 +45,12 @@ disagrees on its labels, shape, dtype or bytes, members of a collective
 disagree on it, or ranks disagree on skipping the optimizer step), incomplete
 (the answer depends on events the dump lost).
 
+A trace larger than memory is read a few pipeline replicas at a time
+(--stream; ppprof's own formats only): each chunk is matched and checked on
+its own and leaves behind only each rank's frontier (its pending ops, its last
+completed op, what it is blocked in), the mismatched pairs and unmatched ops,
+and the collectives; the report is the one a whole read gives.
+
 Exit status: 4 for deadlock, stalled or mismatch; 0 for ok and for incomplete
 (with a warning: nothing was found, the dump cannot decide); 1 for bad input.`,
 		Args: cobra.MinimumNArgs(1),
@@ -53,6 +63,8 @@ Exit status: 4 for deadlock, stalled or mismatch; 0 for ok and for incomplete
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input or an incomplete dump")
 	cmd.Flags().Int64Var(&opts.dumpNs, "dump-ns", 0, "when the dump was written, on the trace's time base (0: the latest timestamp in the trace)")
 	cmd.Flags().IntVar(&opts.worldSize, "world-size", 0, "ranks in the job (0: the trace's world_size metadata); ranks without events are absent")
+	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "read the input a few pipeline replicas at a time (for traces larger than memory): auto, always or never")
+	cmd.Flags().StringVar(&opts.memory, "max-memory", "", "memory the diagnosis may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	return cmd
 }
 
@@ -64,15 +76,18 @@ func hangRun(opts *hangOptions) error {
 	if opts.worldSize < 0 {
 		return fmt.Errorf("--world-size %d: want >= 0", opts.worldSize)
 	}
-	res, err := openWithProgress(opts.paths, nil, opts.quiet, opts.stderr)
+	plan, err := planStreamFor(opts.paths, opts.stream, opts.memory, false, hangBytesPerEvent)
 	if err != nil {
 		return err
 	}
-	hopt := hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(res.Files)}
-	hopt.Groups, hopt.Dumps = hangComms(res.Comms)
-	rep, err := hang.Run(res.Trace, hopt)
+	var rep *hang.Report
+	if plan.stream {
+		rep, err = hangStreamed(opts, plan)
+	} else {
+		rep, err = hangWhole(opts)
+	}
 	if err != nil {
-		return fmt.Errorf("diagnosing %s: %w", describePaths(opts.paths), err)
+		return err
 	}
 	if err := report.WriteHang(opts.stdout, rep, format); err != nil {
 		return err
@@ -84,6 +99,59 @@ func hangRun(opts *hangOptions) error {
 		fmt.Fprintf(opts.stderr, "ppprof: warning: verdict incomplete, exit status 0: %s\n", rep.RootCause.Summary)
 	}
 	return nil
+}
+
+// hangBytesPerEvent is what hang needs per event of a trace it reads whole
+// (the model, about 160 bytes, and the diagnosis' scratch), measured
+// (docs/performance.md "Memory"): --stream auto streams when the input
+// would need more than half the memory.
+const hangBytesPerEvent = 200
+
+// hangWhole is hang of a trace read whole (ingest.Open, hang.Run).
+func hangWhole(opts *hangOptions) (*hang.Report, error) {
+	res, err := openWithProgress(opts.paths, nil, opts.quiet, opts.stderr)
+	if err != nil {
+		return nil, err
+	}
+	hopt := hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(res.Files)}
+	hopt.Groups, hopt.Dumps = hangComms(res.Comms)
+	rep, err := hang.Run(res.Trace, hopt)
+	if err != nil {
+		return nil, fmt.Errorf("diagnosing %s: %w", describePaths(opts.paths), err)
+	}
+	return rep, nil
+}
+
+// hangStreamed is hang of a trace read a few pipeline replicas at a time
+// (ingest.OpenChunks, hang.RunChunks). Under --stream auto, input that
+// cannot be chunked (other tools' formats, Flight Recorder dumps) is read
+// whole after all.
+func hangStreamed(opts *hangOptions, plan streamPlan) (*hang.Report, error) {
+	setMemoryLimit()
+	opt, prog := readingOptions(opts.stderr, opts.quiet)
+	ch, err := ingest.OpenChunks(opts.paths, plan.chunkRows, opt)
+	prog.done()
+	if errors.Is(err, ingest.ErrNotChunkable) && plan.mode == "auto" {
+		return hangWhole(opts)
+	}
+	if err != nil {
+		if errors.Is(err, ingest.ErrNotChunkable) {
+			return nil, fmt.Errorf("--stream always: %w: use --stream never", err)
+		}
+		return nil, err
+	}
+	// Each chunk is garbage once scanned, but for the few rows it leaves
+	// behind: collect often, so the heap stays near one chunk.
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	bar := newProgress(opts.stderr, "diagnosing", int64(ch.NumChunks()), "chunks", opts.quiet)
+	defer bar.done()
+	hopt := hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(ch.Files),
+		Progress: func(done, total int) { bar.set(int64(done)) }}
+	rep, err := hang.RunChunks(ch, hopt)
+	if err != nil {
+		return nil, fmt.Errorf("diagnosing %s: %w", describePaths(opts.paths), err)
+	}
+	return rep, nil
 }
 
 // hangFiles passes what ingest knows about each file to the analysis.

@@ -37,7 +37,7 @@ func simulateFleet(opts *simulateOptions, c sim.Config, aopt arrowv1.Options) er
 	prog := newProgress(opts.stderr, "simulate", int64(c.WithDefaults().Steps), "steps", opts.quiet)
 	steps := int64(0)
 	_, n, err := sim.Fleet(c, func(rows *trace.Trace) error {
-		if rows.Len() > 0 && rows.Kind[0] == trace.Opt {
+		if k := rows.Kind; rows.Len() > 0 && (k[0] == trace.Opt || k[0] == sim.KindOptSkip) {
 			steps++ // the step's OPT rows come last
 			prog.set(steps)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -29,7 +30,25 @@ func TestSimulateFleet(t *testing.T) {
 	if _, stderr, code := ppprof(t, append(args, "--fleet", "-o", filepath.Join(fleet, "rank-00000.arrows"))...); code == 0 {
 		t.Errorf("--fleet with a file: exit 0 (%s)", stderr)
 	}
-	if _, _, code := ppprof(t, append(args, "--fleet", "--fault", "skip:rank=0,step=0,mb=0", "-o", t.TempDir())...); code == 0 {
-		t.Errorf("--fleet with a fault: exit 0")
+	if _, _, code := ppprof(t, append(args, "--fleet", "--slow-worker", "pipeline=0,stage=1,factor=2", "-o", t.TempDir())...); code == 0 {
+		t.Errorf("--fleet with a slow worker: exit 0")
+	}
+
+	// A fault: the fleet's hung job is simulate's, and hang says the same
+	// of both.
+	for _, fault := range []string{"crash:rank=5,step=1,mb=3", "skip:rank=9,step=2,mb=0", "exit:rank=14,step=1"} {
+		fleet, plain := t.TempDir(), t.TempDir()
+		fargs := append(slices.Clone(args), "--fault", fault)
+		if _, stderr, code := ppprof(t, append(fargs, "--fleet", "--fleet-batch-rows", "100", "-o", fleet)...); code != 0 {
+			t.Fatalf("simulate --fleet --fault %s: exit %d: %s", fault, code, stderr)
+		}
+		if _, stderr, code := ppprof(t, append(fargs, "-o", plain)...); code != 0 {
+			t.Fatalf("simulate --fault %s: exit %d: %s", fault, code, stderr)
+		}
+		a, _, ca := ppprof(t, "hang", "--format", "json", fleet)
+		b, _, cb := ppprof(t, "hang", "--format", "json", plain)
+		if ca != exitHangFound || cb != exitHangFound || a != b {
+			t.Errorf("--fault %s: hang exits %d (fleet) and %d, same report %v", fault, ca, cb, a == b)
+		}
 	}
 }

@@ -42,6 +42,12 @@ type streamPlan struct {
 // two fifths of it hold chunks packed between passes (trace.Pack, 25-30
 // bytes per event: a trace of up to memory/75 events is read once).
 func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, error) {
+	return planStreamFor(paths, mode, maxMemory, maps, analysedBytesPerEvent)
+}
+
+// planStreamFor is planStream for a command that needs perEvent bytes per
+// event of a trace it holds whole.
+func planStreamFor(paths []string, mode, maxMemory string, maps bool, perEvent int64) (streamPlan, error) {
 	ram := memTotalBytes()
 	if ram <= 0 {
 		ram = 8 << 30
@@ -53,7 +59,7 @@ func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, 
 		}
 		ram = n
 	}
-	p := streamPlan{mode: mode, chunkRows: int(min(ram/10/analysedBytesPerEvent, maxChunkRows)), packBytes: ram / 5 * 2}
+	p := streamPlan{mode: mode, chunkRows: int(min(ram/10/perEvent, maxChunkRows)), packBytes: ram / 5 * 2}
 	switch mode {
 	case "never":
 		return p, nil
@@ -71,7 +77,7 @@ func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, 
 		if err != nil {
 			return p, nil // Open says what is wrong
 		}
-		p.stream = rows*analysedBytesPerEvent > ram/2
+		p.stream = rows*perEvent > ram/2
 		return p, nil
 	}
 	return p, fmt.Errorf("--stream %q: want auto, always or never", mode)

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -70,6 +71,73 @@ func TestAnalyzeStream(t *testing.T) {
 	}
 	if _, stderr, code := ppprof(t, "analyze", "--stream", "sometimes", dir); code == 0 || !strings.Contains(stderr, "want auto, always or never") {
 		t.Errorf("--stream sometimes: exit %d: %s", code, stderr)
+	}
+}
+
+// TestHangStream: a hung job diagnosed a few pipeline replicas at a time
+// (--stream always, or auto under a small --max-memory) prints, in both
+// formats, exactly what it prints read whole (--stream never), with the
+// same exit status: for faults that hang the job, one that does not, and a
+// rank whose file lost its tail; what cannot be streamed is refused under
+// always and read whole under auto.
+func TestHangStream(t *testing.T) {
+	base := []string{"simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
+		"--steps", "3", "--dp", "4", "--tp", "2", "--p2p-latency-us", "20", "--opt-ms", "1", "--fleet-batch-rows", "64"}
+	cases := []struct {
+		name, fault, cut string
+		code             int
+	}{
+		{"crash", "crash:rank=13,step=1,mb=3", "", exitHangFound},
+		{"skip", "skip:rank=18,step=2,mb=5", "", exitHangFound},
+		{"shape", "shape:rank=3,step=0,mb=2", "", exitHangFound},
+		{"exit", "exit:rank=30,step=1", "", exitHangFound},
+		{"reorder", "reorder:rank=9,step=1,mb=2", "", exitHangFound},
+		{"clean", "", "", exitOK},
+		{"crash, a file cut", "crash:rank=13,step=1,mb=3", "rank-00013.arrows", exitOK},
+	}
+	for _, tc := range cases {
+		dir := t.TempDir()
+		args := append(slices.Clone(base), "-o", dir)
+		if tc.fault != "" {
+			args = append(args, "--fault", tc.fault)
+		}
+		if _, stderr, code := ppprof(t, args...); code != 0 {
+			t.Fatalf("%s: simulate: exit %d: %s", tc.name, code, stderr)
+		}
+		if tc.cut != "" {
+			cutTail(t, filepath.Join(dir, tc.cut))
+		}
+		for _, format := range []string{"json", "text"} {
+			whole, stderr, code := ppprof(t, "hang", "--stream", "never", "--format", format, dir)
+			if code != tc.code {
+				t.Fatalf("%s: --stream never: exit %d, want %d: %s", tc.name, code, tc.code, stderr)
+			}
+			for _, mode := range [][]string{{"--stream", "always"}, {"--stream", "auto"}, {"--max-memory", "64K"}} {
+				got, stderr, c := ppprof(t, append([]string{"hang", "--format", format}, append(mode, dir)...)...)
+				if c != code || got != whole {
+					t.Errorf("%s: %v --format %s: exit %d (%s), want %d; same output %v", tc.name, mode, format, c, stderr, code, got == whole)
+				}
+			}
+		}
+	}
+
+	prof, err := filepath.Abs("../../ingest/testdata/torchprof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := ppprof(t, "hang", "--stream", "always", prof)
+	if code != 1 || !strings.Contains(stderr, "needs every file at once") || !strings.Contains(stderr, "--stream never") {
+		t.Errorf("--stream always on Kineto: exit %d: %s", code, stderr)
+	}
+	a, _, c1 := ppprof(t, "hang", "--stream", "auto", "--max-memory", "1K", "--format", "json", prof)
+	b, _, c2 := ppprof(t, "hang", "--stream", "never", "--format", "json", prof)
+	if c1 != c2 || a != b {
+		t.Errorf("Kineto, auto vs never: exits %d %d, same output %v", c1, c2, a == b)
+	}
+	for _, bad := range [][]string{{"--stream", "sometimes"}, {"--max-memory", "lots"}} {
+		if _, stderr, code := ppprof(t, append([]string{"hang"}, append(bad, prof)...)...); code != 1 || !strings.Contains(stderr, bad[0]) && !strings.Contains(stderr, "want auto") {
+			t.Errorf("%v: exit %d: %s", bad, code, stderr)
+		}
 	}
 }
 
