@@ -20,16 +20,22 @@ type channel struct {
 	gid          uint32 // 1 + the group's index when channels are per group; 0 otherwise
 	sends, recvs int32  // ops on each side
 	// The rows of the longer side left unmatched, in issue order, are
-	// analysis.extra[extra:extra+|sends-recvs|]. While match runs and the
-	// channel waits for its other side's rank, ^extra is the index of the
-	// side's rows in matcher.lists.
-	extra int32
+	// analysis.extra[extra:extra+nextra] (RunChunks keeps some of them
+	// only). While match runs and the channel waits for its other side's
+	// rank, ^extra is the index of the side's rows in matcher.lists.
+	extra, nextra int32
+}
+
+// unmatched returns the rows of ch's longer side that no op of the other
+// side matches, in issue order.
+func (a *analysis) unmatched(ch *channel) []int32 {
+	return a.extra[ch.extra : ch.extra+ch.nextra]
 }
 
 // unmatchedSends returns the sends of ch no receive matches, in issue order.
 func (a *analysis) unmatchedSends(ch *channel) []int32 {
 	if ch.sends > ch.recvs {
-		return a.extra[ch.extra : ch.extra+ch.sends-ch.recvs]
+		return a.unmatched(ch)
 	}
 	return nil
 }
@@ -38,21 +44,21 @@ func (a *analysis) unmatchedSends(ch *channel) []int32 {
 // order.
 func (a *analysis) unmatchedRecvs(ch *channel) []int32 {
 	if ch.recvs > ch.sends {
-		return a.extra[ch.extra : ch.extra+ch.recvs-ch.sends]
+		return a.unmatched(ch)
 	}
 	return nil
 }
 
 // tailPartners makes room for the partners match keeps: those of each
 // rank's rows from its first pending op on (tailFrom), the only ones the
-// analysis looks up (blocked ops); with fullPartner, of every row.
+// analysis looks up (blocked ops); with allPartners, of every row.
 func (a *analysis) tailPartners() {
 	n := 0
 	for r := range a.ranks {
 		ri := &a.ranks[r]
 		from := ri.hi
 		switch {
-		case a.fullPartner:
+		case a.allPartners:
 			from = ri.lo
 		case ri.firstPending >= 0:
 			from = ri.firstPending
@@ -320,16 +326,16 @@ func (m *matcher) scan(r trace.Rank, lo, hi int) {
 				m.chFirst[c] = min(m.chFirst[c], sd.first)
 			}
 			if len(sd.own) > 0 {
-				ch.extra = m.unmatched(sd.own)
+				m.unmatched(ch, sd.own)
 			} else {
-				ch.extra = m.unmatched(sd.olist[sd.pos:])
+				m.unmatched(ch, sd.olist[sd.pos:])
 			}
 			m.put(sd.olist)
 			m.put(sd.own)
 		case m.visited[sd.peer]:
 			// The peer was scanned, with no op toward r: every op is
 			// unmatched.
-			ch.extra = m.unmatched(sd.own)
+			m.unmatched(ch, sd.own)
 			m.put(sd.own)
 		default:
 			// Listed for the peer's scan (unmatched if none comes).
@@ -487,12 +493,10 @@ func (m *matcher) add(r trace.Rank, sd *side, row int32) {
 	sd.own = append(sd.own, row)
 }
 
-// unmatched copies rows, unmatched ops of a channel, to extra, and returns
-// where they start.
-func (m *matcher) unmatched(rows []int32) int32 {
-	lo := len(m.a.extra)
+// unmatched sets rows, in extra, as the unmatched ops of ch.
+func (m *matcher) unmatched(ch *channel, rows []int32) {
+	ch.extra, ch.nextra = int32(len(m.a.extra)), int32(len(rows))
 	m.a.extra = append(m.a.extra, rows...)
-	return int32(lo)
 }
 
 // keep puts list, the rows of a side waiting for its other side's scan,
@@ -657,7 +661,7 @@ func (m *matcher) finish() {
 	// unmatched.
 	for c := range a.chans {
 		if ch := &a.chans[c]; ch.extra < 0 {
-			ch.extra = m.unmatched(m.lists[^ch.extra])
+			m.unmatched(ch, m.lists[^ch.extra])
 		}
 	}
 	m.renumber()

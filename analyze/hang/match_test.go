@@ -91,7 +91,7 @@ func refMatch(a *analysis) refResult {
 
 // checkMatch runs match on t and compares it with refMatch; "" when they
 // agree. Partners are compared for every row: those match keeps for every
-// row (fullPartner), and those it keeps by default (the rows from each
+// row (allPartners), and those it keeps by default (the rows from each
 // rank's first pending op on) or finds by counting (partnerScan).
 func checkMatch(t *trace.Trace, opt Options) string {
 	if !sortedByRankSeq(t) {
@@ -102,7 +102,7 @@ func checkMatch(t *trace.Trace, opt Options) string {
 		return ""
 	}
 	a.scanRanks()
-	a.fullPartner = true
+	a.allPartners = true
 	a.match()
 	ref := refMatch(a)
 	if got := partners(a); !slices.Equal(got, ref.partner) {

@@ -18,9 +18,11 @@ type analysis struct {
 
 	// Matching (match.go). partner(i) gives the matched row of a P2P op:
 	// match keeps those of each rank's rows from tailFrom on (its pending
-	// ops), at tail[i+tailBase]; with fullPartner (tests), of every row.
+	// ops), at tail[i+tailBase]; with allPartners, of every row (tests; and
+	// RunChunks, which knows those of the pending ops only, the others
+	// -1).
 	tail        []int32
-	fullPartner bool
+	allPartners bool
 	p2pByGroup  bool              // channels are per process group
 	p2pGroupOf  map[string]uint32 // then, 1 + each group's index
 	chans       []channel
