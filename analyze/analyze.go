@@ -221,20 +221,20 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	cs, collect := conformanceCollect(ix)
 	imb, sums := imbalanceSums(ix)
 	og := newOpGroupsBuilder(ix)
-	ix.visit(statsVisit(ix, rep), memoryVisit(ix, rep), collect, sums, og.countVisit())
+	ix.visitColumns(stagesColumns, statsVisit(ix, rep), memoryVisit(ix, rep), collect, sums, og.countVisit())
 	ix.endVisit()
 	for i := range rep.Stages {
 		rep.Stages[i].FwdMs, rep.Stages[i].BwdMs = rep.Stages[i].F.MeanMs, rep.Stages[i].B.MeanMs
 	}
 	analyzeP2P(ix, rep)
 	pass("schedule")
-	ix.visit(cs.identifyVisit(&rep.Schedule), og.fillVisit())
+	ix.visitColumns(scheduleColumns, cs.identifyVisit(&rep.Schedule), og.fillVisit())
 	ix.endVisit()
 	rep.Bubble.Theoretical = theoretical(ix, rep)
 	// Imbalance and the gap attribution re-time every window: one replay
 	// per window serves both.
 	pass("replay")
-	ix.visit(cs.checkSyncVisit(&rep.Schedule), replayVisit(ix, imbalanceReplay(ix, rep, imb), gapPass(ix, rep)),
+	ix.visitColumns(replayColumns, cs.checkSyncVisit(&rep.Schedule), replayVisit(ix, imbalanceReplay(ix, rep, imb), gapPass(ix, rep)),
 		stragglersVisit(ix, rep))
 	ix.endVisit()
 	pass("findings")
@@ -242,6 +242,27 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	pass("")
 	return rep, nil
 }
+
+// The columns each of runPasses' visits reads of a window's rows (the step
+// and pipeline, which windows are keyed by, kept in each): a packed chunk
+// is unpacked with only these (trace.Packed.UnpackColumns; unpacking is
+// memory-bound, and the strings are the dearest columns to write). A
+// column left out is empty, so a pass that came to read one would fail
+// at once (TestRunChunksIsRun packs its chunks), not read another chunk's
+// rows. None of them needs the process groups (the what-if graphs do) or
+// the FLOPs (measured by the scan).
+var (
+	// stats (with P2P transfers: peers, shapes, dtypes, bytes), memory,
+	// the conformance groups, imbalance sums, op group counts.
+	stagesColumns = trace.AllColumns &^ trace.ColumnsOf(trace.ColIssueNs, trace.ColFlops, trace.ColGroup, trace.ColGroupSeq)
+	// Schedule identification (labels of the compute rows by rank) and the
+	// op groups' durations (per token).
+	scheduleColumns = trace.ColumnsOf(trace.ColRank, trace.ColPipeline, trace.ColStep, trace.ColStage, trace.ColChunk,
+		trace.ColMicroBatch, trace.ColKind, trace.ColStartNs, trace.ColEndNs, trace.ColTokens)
+	// Synchronous-training checks, replays (issue order, P2P pairs by peer
+	// and seq), the gap attribution, stragglers.
+	replayColumns = scheduleColumns | trace.ColumnsOf(trace.ColSeq, trace.ColIssueNs, trace.ColPeer)
+)
 
 // index is a trace grouped once for every pass. The rows of a window are
 // at hand (window.t, window.rows) while forWindows visits it, and always
@@ -252,12 +273,13 @@ type index struct {
 	opt      Options
 	chunks   []chunkState
 	tot      *scanTotals
-	p        int            // stages
-	windows  []*window      // (step, pipeline) groups in step, pipeline order
-	complete int            // windows whose events all ended
-	groups   *opGroups      // newOpGroups' result, made once
-	onChunk  func(c, n int) // called before forWindows loads chunk c of n
-	spare    *trace.Trace   // columns of a packed chunk done with, to unpack the next into
+	p        int             // stages
+	windows  []*window       // (step, pipeline) groups in step, pipeline order
+	complete int             // windows whose events all ended
+	groups   *opGroups       // newOpGroups' result, made once
+	onChunk  func(c, n int)  // called before forWindows loads chunk c of n
+	spare    *trace.Trace    // columns of a packed chunk done with, to unpack the next into
+	cols     trace.ColumnSet // the columns attach unpacks of a packed chunk (0: all; visitColumns)
 
 	// compCache and compGen: computeRows's per-worker lists (runPasses
 	// makes them; without, nothing is cached for chunks not kept).
@@ -421,6 +443,9 @@ type window struct {
 	// comp is its F, B and W rows, in trace order, once computeRows made
 	// them, for a window whose chunk is kept (nil otherwise).
 	comp []int
+	// runs are its rows as runs of consecutive rows of its chunk, when the
+	// chunk is packed (RunChunks); nil otherwise.
+	runs []rowRun
 }
 
 // compCache is one worker's F, B and W rows of the window it last

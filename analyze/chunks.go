@@ -224,6 +224,11 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 					packing = false
 				}
 			}
+			if ix.chunks[c].packed != nil {
+				// The visits take a packed chunk's windows from their
+				// runs of rows (attach), not by grouping it again.
+				forEach(len(ws), func(_, k int) { ws[k].runs = rowRunsOf(ws[k].rows) })
+			}
 			for _, g := range ws {
 				g.rows, g.t = nil, nil
 			}
@@ -345,8 +350,18 @@ func (ix *index) attach(c int) error {
 		// columns back, and nothing keeps a chunk's trace beyond its
 		// windows (TestRunChunksIsRun unpacks every chunk into the same
 		// columns).
-		t = cs.packed.Unpack(ix.spare)
+		cols := ix.cols
+		if cols == 0 {
+			cols = trace.AllColumns
+		}
+		t = cs.packed.UnpackColumns(ix.spare, cols)
 		ix.spare = nil
+		if t.Len() != cs.rows {
+			return fmt.Errorf("chunk %d changed between reads: %d rows, then %d", c, cs.rows, t.Len())
+		}
+		if ix.attachRuns(cs, t) {
+			return nil
+		}
 	} else {
 		var err error
 		if t, err = ix.src.Chunk(c); err != nil {
@@ -365,6 +380,65 @@ func (ix *index) attach(c int) error {
 		dst.t, dst.rows = t, g.rows
 	}
 	return nil
+}
+
+// rowRun is rows [lo, hi) of a chunk.
+type rowRun struct{ lo, hi int }
+
+// rowRunsOf returns rows (increasing) as runs of consecutive rows, or nil
+// when they are not in a few long runs (then they are grouped again):
+// a window's rows are a run per rank (rows in rank, seq order; a rank's
+// rows of one step are consecutive), a few hundred runs for thousands of
+// rows.
+func rowRunsOf(rows []int) []rowRun {
+	var out []rowRun
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j] == rows[j-1]+1 {
+			j++
+		}
+		out = append(out, rowRun{rows[i], rows[j-1] + 1})
+		if len(out) > len(rows)/8+1 {
+			return nil
+		}
+		i = j
+	}
+	return out
+}
+
+// attachRuns hands the windows of chunk cs, unpacked into t, their rows
+// from the runs the scan found (window.runs), each window's on the worker
+// pool: what grouping the chunk again (groupWindows, on one core) would
+// give. It returns false, having done nothing, when some window has no
+// runs.
+func (ix *index) attachRuns(cs *chunkState, t *trace.Trace) bool {
+	total := 0
+	for _, k := range cs.wins {
+		g := ix.windows[k]
+		if g.runs == nil && g.size > 0 {
+			return false
+		}
+		total += g.size
+	}
+	all := make([]int, total)
+	off := 0
+	for _, k := range cs.wins {
+		g := ix.windows[k]
+		g.t, g.rows = t, all[off:off+g.size:off+g.size]
+		off += g.size
+	}
+	forEach(len(cs.wins), func(_, i int) {
+		g := ix.windows[cs.wins[i]]
+		at := 0
+		for _, r := range g.runs {
+			dst := g.rows[at : at+r.hi-r.lo]
+			for j := range dst {
+				dst[j] = r.lo + j
+			}
+			at += len(dst)
+		}
+	})
+	return true
 }
 
 // windowFlops is the FLOPs of a window's compute rows (computeFactors).
@@ -386,8 +460,14 @@ type visit struct {
 
 // visit runs the passes vs over the windows in one forWindows, then their
 // finish functions in order.
-func (ix *index) visit(vs ...visit) {
+func (ix *index) visit(vs ...visit) { ix.visitColumns(trace.AllColumns, vs...) }
+
+// visitColumns is visit for passes whose windows read only the columns
+// cols of their rows: packed chunks are unpacked with only those (the
+// finish functions, which may visit windows again, get every column).
+func (ix *index) visitColumns(cols trace.ColumnSet, vs ...visit) {
 	wants := func(v visit, k int) bool { return v.window != nil && (v.want == nil || v.want(k)) }
+	ix.cols = cols
 	ix.forWindows(func(k int) bool {
 		for _, v := range vs {
 			if wants(v, k) {
@@ -402,6 +482,7 @@ func (ix *index) visit(vs ...visit) {
 			}
 		}
 	})
+	ix.cols = 0
 	for _, v := range vs {
 		if v.finish != nil {
 			v.finish()

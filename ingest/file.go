@@ -106,6 +106,9 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 	}
 	defer f.Close()
 	if prefix == nil {
+		if p, ok, err := readArrowFile(path, f, opt); ok {
+			return p, err
+		}
 		buf := make([]byte, sniffLen)
 		n, err := io.ReadFull(f, buf)
 		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
@@ -139,6 +142,32 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 		return nil, &FileError{Path: path, Err: osReason(err)}
 	}
 	return readData(path, append(prefix[:len(prefix):len(prefix)], rest...), opt)
+}
+
+// readArrowFile reads f, a file not sniffed yet, when it is an Arrow file
+// or stream in a regular file (the rank files of a job read again,
+// Chunks.Chunk): its contents are read or mapped once (arrowv1.MapFile)
+// and sniffed from there, instead of its first bytes being read first.
+// ok is false, and f is back at its start, for anything else: readPath
+// then sniffs it as it does any file.
+func readArrowFile(path string, f *os.File, opt readOpts) (p *part, ok bool, err error) {
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, false, nil
+	}
+	data, release, err := arrowv1.MapFile(f)
+	if err != nil {
+		return nil, true, &FileError{Path: path, Err: osReason(err)}
+	}
+	defer release()
+	if format := Sniff(data[:min(len(data), sniffLen)]); format != FormatArrowFile && format != FormatArrowStream {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, true, &FileError{Path: path, Err: osReason(err)}
+		}
+		return nil, false, nil
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	p, err = readData(path, data, opt)
+	return p, true, err
 }
 
 // readChromeFile streams a Chrome trace from r, decompressing gzip on the

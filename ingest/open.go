@@ -362,6 +362,9 @@ func eachParallel(n int, fn func(i int)) {
 // readAll reads inputs on up to GOMAXPROCS goroutines and calls handle for
 // each in input order, on the calling goroutine, as soon as it and all
 // inputs before it are read. It stops at the first error handle returns.
+// The readers stay at most readAhead inputs ahead of handle: what they
+// read waits for it in memory (and a handler that recycles what it is
+// done with, OpenChunks, keeps the readers in the same memory).
 func readAll(inputs []input, opt readOpts, handle func(input, readResult) error) error {
 	results := make([]readResult, len(inputs))
 	done := make([]chan struct{}, len(inputs))
@@ -369,9 +372,18 @@ func readAll(inputs []input, opt readOpts, handle func(input, readResult) error)
 		done[i] = make(chan struct{})
 	}
 	var stop atomic.Bool
+	var mu sync.Mutex
+	handled := 0 // inputs handled; guarded by mu
+	moved := sync.NewCond(&mu)
+	ahead := readAhead * runtime.GOMAXPROCS(0)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		eachParallel(len(inputs), func(i int) {
+			mu.Lock()
+			for i >= handled+ahead && !stop.Load() { // input handled is never waited for
+				moved.Wait()
+			}
+			mu.Unlock()
 			if !stop.Load() {
 				results[i] = readInput(inputs[i], opt)
 			}
@@ -381,14 +393,28 @@ func readAll(inputs []input, opt readOpts, handle func(input, readResult) error)
 	defer wg.Wait()
 	for i, in := range inputs {
 		<-done[i]
-		if err := handle(in, results[i]); err != nil {
+		err := handle(in, results[i])
+		results[i] = readResult{} // let the handler own the trace
+		mu.Lock()
+		handled = i + 1
+		if err != nil {
 			stop.Store(true)
+		}
+		moved.Broadcast()
+		mu.Unlock()
+		if err != nil {
 			return err
 		}
-		results[i] = readResult{} // let the handler own the trace
 	}
 	return nil
 }
+
+// readAhead is how many inputs per core readAll's readers may read before
+// they are handled.
+const readAhead = 4
+
+// sniffBufs recycles readInput's prefix buffers.
+var sniffBufs = sync.Pool{New: func() any { b := make([]byte, sniffLen); return &b }}
 
 // readInput reads one file. A file found through a directory or pattern is
 // first sniffed from its first bytes, so a large file that is not a trace
@@ -419,7 +445,10 @@ func readInput(in input, opt readOpts) readResult {
 	if err != nil {
 		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
 	}
-	prefix := make([]byte, sniffLen)
+	// The prefix is only sniffed (readPath copies what it keeps of it).
+	bp := sniffBufs.Get().(*[]byte)
+	defer sniffBufs.Put(bp)
+	prefix := (*bp)[:sniffLen]
 	n, err := io.ReadFull(f, prefix)
 	f.Close()
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {

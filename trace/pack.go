@@ -125,39 +125,79 @@ func Pack(t *Trace) *Packed {
 // Unpack returns p's trace, in dst's columns when they have the capacity
 // (dst may be nil: new columns are made). dst's previous rows are
 // overwritten; its metadata becomes p's. Blocks are unpacked on every core.
-func (p *Packed) Unpack(dst *Trace) *Trace {
+func (p *Packed) Unpack(dst *Trace) *Trace { return p.UnpackColumns(dst, AllColumns) }
+
+// ColumnSet is a set of the event model's columns: bit c for column c
+// (ColRank, ColPipeline...).
+type ColumnSet uint32
+
+// AllColumns is every column.
+const AllColumns ColumnSet = 1<<NumColumns - 1
+
+// ColumnsOf is the set of the columns cols.
+func ColumnsOf(cols ...int) ColumnSet {
+	var s ColumnSet
+	for _, c := range cols {
+		s |= 1 << c
+	}
+	return s
+}
+
+// Has reports whether column c is in s.
+func (s ColumnSet) Has(c int) bool { return s&(1<<c) != 0 }
+
+// UnpackColumns is Unpack of only the columns in cols, for a reader that
+// needs a few: unpacking is memory-bound, and a column left out is not
+// written at all. Rank is always unpacked (a trace's length is its rank
+// column's), and so is the column another one is stored against (the
+// start time for the issue and end times). The columns left out are left
+// empty (length 0; their capacity is kept for a later unpack), so that
+// code reading one fails at once instead of reading stale rows.
+func (p *Packed) UnpackColumns(dst *Trace, cols ColumnSet) *Trace {
 	if dst == nil {
 		dst = &Trace{}
 	}
+	cols |= ColumnsOf(ColRank)
+	if cols.Has(ColIssueNs) || cols.Has(ColEndNs) {
+		cols |= ColumnsOf(ColStartNs)
+	}
 	n := p.n
 	dst.Meta = p.Meta
-	dst.Rank = resize(dst.Rank, n)
-	dst.Pipeline = resize(dst.Pipeline, n)
-	dst.Stage = resize(dst.Stage, n)
-	dst.TPRank = resize(dst.TPRank, n)
-	dst.Chunk = resize(dst.Chunk, n)
-	dst.Step = resize(dst.Step, n)
-	dst.MicroBatch = resize(dst.MicroBatch, n)
-	dst.Kind = resize(dst.Kind, n)
-	dst.Seq = resize(dst.Seq, n)
-	dst.IssueNs = resize(dst.IssueNs, n)
-	dst.StartNs = resize(dst.StartNs, n)
-	dst.EndNs = resize(dst.EndNs, n)
-	dst.Peer = resize(dst.Peer, n)
-	dst.Bytes = resize(dst.Bytes, n)
-	dst.Shape = resize(dst.Shape, n)
-	dst.Dtype = resize(dst.Dtype, n)
-	dst.Tokens = resize(dst.Tokens, n)
-	dst.Flops = resize(dst.Flops, n)
-	dst.MemBytes = resize(dst.MemBytes, n)
-	dst.Group = resize(dst.Group, n)
-	dst.GroupSeq = resize(dst.GroupSeq, n)
+	dst.Rank = resizeIf(dst.Rank, n, true)
+	dst.Pipeline = resizeIf(dst.Pipeline, n, cols.Has(ColPipeline))
+	dst.Stage = resizeIf(dst.Stage, n, cols.Has(ColStage))
+	dst.TPRank = resizeIf(dst.TPRank, n, cols.Has(ColTPRank))
+	dst.Chunk = resizeIf(dst.Chunk, n, cols.Has(ColChunk))
+	dst.Step = resizeIf(dst.Step, n, cols.Has(ColStep))
+	dst.MicroBatch = resizeIf(dst.MicroBatch, n, cols.Has(ColMicroBatch))
+	dst.Kind = resizeIf(dst.Kind, n, cols.Has(ColKind))
+	dst.Seq = resizeIf(dst.Seq, n, cols.Has(ColSeq))
+	dst.IssueNs = resizeIf(dst.IssueNs, n, cols.Has(ColIssueNs))
+	dst.StartNs = resizeIf(dst.StartNs, n, cols.Has(ColStartNs))
+	dst.EndNs = resizeIf(dst.EndNs, n, cols.Has(ColEndNs))
+	dst.Peer = resizeIf(dst.Peer, n, cols.Has(ColPeer))
+	dst.Bytes = resizeIf(dst.Bytes, n, cols.Has(ColBytes))
+	dst.Shape = resizeIf(dst.Shape, n, cols.Has(ColShape))
+	dst.Dtype = resizeIf(dst.Dtype, n, cols.Has(ColDtype))
+	dst.Tokens = resizeIf(dst.Tokens, n, cols.Has(ColTokens))
+	dst.Flops = resizeIf(dst.Flops, n, cols.Has(ColFlops))
+	dst.MemBytes = resizeIf(dst.MemBytes, n, cols.Has(ColMemBytes))
+	dst.Group = resizeIf(dst.Group, n, cols.Has(ColGroup))
+	dst.GroupSeq = resizeIf(dst.GroupSeq, n, cols.Has(ColGroupSeq))
 	parallelBlocks(len(p.blocks), func(b int) {
 		lo := b * PackBlockRows
 		hi := min(lo+PackBlockRows, n)
-		p.blocks[b].unpack(dst, lo, hi)
+		p.blocks[b].unpack(dst, lo, hi, cols)
 	})
 	return dst
+}
+
+// resizeIf is resize(s, n) when want, else s emptied (its capacity kept).
+func resizeIf[T any](s []T, n int, want bool) []T {
+	if !want {
+		return s[:0]
+	}
+	return resize(s, n)
 }
 
 func resize[T any](s []T, n int) []T {
@@ -321,25 +361,13 @@ func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, delta bool, tmp *[PackB
 	if n == 0 {
 		return h, buf
 	}
-	lo, hi := int64(v[0]), int64(v[0])
-	for _, x := range v[1:] {
-		lo = min(lo, int64(x))
-		hi = max(hi, int64(x))
-	}
+	lo, hi, dlo, dhi := spans(v, delta)
 	h.base, h.width = lo, width(uint64(hi)-uint64(lo))
 	if h.width == 0 {
 		return h, buf
 	}
 	// Deltas (v[0] is the header's first; its u is 0 and unused).
 	if delta && n > 1 {
-		dlo, dhi := int64(v[1])-int64(v[0]), int64(v[1])-int64(v[0])
-		prev := int64(v[1])
-		for _, x := range v[2:] {
-			d := int64(x) - prev
-			dlo = min(dlo, d)
-			dhi = max(dhi, d)
-			prev = int64(x)
-		}
 		if w := width(uint64(dhi) - uint64(dlo)); w < h.width {
 			h = colHdr{off: h.off, enc: encDelta, width: w, base: dlo, first: int64(v[0])}
 		}
@@ -380,6 +408,51 @@ func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, delta bool, tmp *[PackB
 		}
 	}
 	return h, putUints(buf, h.width, u)
+}
+
+// spans returns the least and greatest values of v (not empty) and, when
+// delta is set and v has two values or more, of its deltas v[i] - v[i-1]
+// (as int64, wrapping). Four rows a step, in independent chains: this is
+// the first read of each column of a block, which the rest of encodeInts
+// then finds in the cache.
+func spans[T ~int32 | ~int64 | ~uint16](v []T, delta bool) (lo, hi, dlo, dhi int64) {
+	n := len(v)
+	lo, hi = int64(v[0]), int64(v[0])
+	if !delta || n < 2 {
+		lo1, hi1, lo2, hi2, lo3, hi3 := lo, hi, lo, hi, lo, hi
+		i := 1
+		for ; i+4 <= n; i += 4 {
+			w := v[i : i+4 : i+4]
+			a, b, c, d := int64(w[0]), int64(w[1]), int64(w[2]), int64(w[3])
+			lo, hi = min(lo, a), max(hi, a)
+			lo1, hi1 = min(lo1, b), max(hi1, b)
+			lo2, hi2 = min(lo2, c), max(hi2, c)
+			lo3, hi3 = min(lo3, d), max(hi3, d)
+		}
+		for ; i < n; i++ {
+			lo, hi = min(lo, int64(v[i])), max(hi, int64(v[i]))
+		}
+		return min(lo, lo1, lo2, lo3), max(hi, hi1, hi2, hi3), 0, 0
+	}
+	dlo = int64(v[1]) - int64(v[0])
+	dhi = dlo
+	lo1, hi1, dlo1, dhi1 := lo, hi, dlo, dhi
+	i := 1
+	for ; i+2 <= n; i += 2 {
+		w := v[i-1 : i+2 : i+2]
+		p, a, b := int64(w[0]), int64(w[1]), int64(w[2])
+		da, db := a-p, b-a
+		lo, hi = min(lo, a), max(hi, a)
+		lo1, hi1 = min(lo1, b), max(hi1, b)
+		dlo, dhi = min(dlo, da), max(dhi, da)
+		dlo1, dhi1 = min(dlo1, db), max(dhi1, db)
+	}
+	for ; i < n; i++ {
+		a, d := int64(v[i]), int64(v[i])-int64(v[i-1])
+		lo, hi = min(lo, a), max(hi, a)
+		dlo, dhi = min(dlo, d), max(dhi, d)
+	}
+	return min(lo, lo1), max(hi, hi1), min(dlo, dlo1), max(dhi, dhi1)
 }
 
 // putFOR appends v[i] - base, each in w bytes, little-endian.
@@ -471,11 +544,15 @@ func putUints(buf []byte, w uint8, u []uint64) []byte {
 	return buf
 }
 
-// unpack writes the block's rows into rows [lo, hi) of dst.
-func (b *packedBlock) unpack(dst *Trace, lo, hi int) {
+// unpack writes the block's rows into rows [lo, hi) of dst's columns cols
+// (which holds the columns those are stored against).
+func (b *packedBlock) unpack(dst *Trace, lo, hi int, cols ColumnSet) {
 	var tmp [PackBlockRows]int64
 	m := hi - lo
 	for _, c := range unpackOrder {
+		if !cols.Has(c) {
+			continue
+		}
 		h := &b.hdr[c]
 		var ref []int64
 		switch refCol[c] {
@@ -527,6 +604,9 @@ func (b *packedBlock) unpack(dst *Trace, lo, hi int) {
 		}
 	}
 	for _, c := range stringCols {
+		if !cols.Has(c) {
+			continue
+		}
 		codes := tmp[:m]
 		decodeInto(codes, &b.hdr[c], b.data, nil)
 		out := (*stringCol(dst, c))[lo:hi]

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"reflect"
 	"testing"
 )
 
@@ -213,5 +214,49 @@ func BenchmarkUnpack(b *testing.B) {
 	b.SetBytes(int64(tr.Len()))
 	for b.Loop() {
 		p.Unpack(dst)
+	}
+}
+
+// TestUnpackColumns unpacks random sets of columns into columns that held
+// another trace: those asked for (and those they are stored against) are
+// the trace's, the others are empty.
+func TestUnpackColumns(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for trial := range 60 {
+		n := rng.Intn(3 * PackBlockRows)
+		src := randomTrace(rng, n)
+		p := Pack(src)
+		cols := ColumnSet(rng.Uint32()) & AllColumns
+		if trial == 0 {
+			cols = 0
+		}
+		dst := p.UnpackColumns(randomTrace(rng, n+rng.Intn(100)), cols)
+		want := cols | ColumnsOf(ColRank)
+		if want.Has(ColIssueNs) || want.Has(ColEndNs) {
+			want |= ColumnsOf(ColStartNs)
+		}
+		sv, dv := reflect.ValueOf(src).Elem(), reflect.ValueOf(dst).Elem()
+		for c := range NumColumns {
+			s, d := sv.Field(c+1), dv.Field(c+1) // the columns follow Meta, in column order
+			if !want.Has(c) {
+				if d.Len() != 0 {
+					t.Fatalf("trial %d: column %s not asked for has %d rows", trial, Columns[c], d.Len())
+				}
+				continue
+			}
+			if d.Len() != n {
+				t.Fatalf("trial %d: column %s has %d rows, want %d", trial, Columns[c], d.Len(), n)
+			}
+			for i := range n {
+				a, b := s.Index(i), d.Index(i)
+				if c == ColFlops {
+					if math.Float64bits(a.Float()) != math.Float64bits(b.Float()) {
+						t.Fatalf("trial %d: flops row %d: %v vs %v", trial, i, a, b)
+					}
+				} else if a.Interface() != b.Interface() {
+					t.Fatalf("trial %d: column %s row %d: %v vs %v", trial, Columns[c], i, a, b)
+				}
+			}
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package arrowv1
 
 import (
+	"runtime"
+	"sync"
+
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/ppprof/ppprof/trace"
@@ -30,10 +33,33 @@ func MakeRowsIn(t *trace.Trace, n int) *trace.Trace {
 	}
 	setLen(t, n)
 	t.Meta = trace.Meta{}
-	clear(t.Shape)
-	clear(t.Dtype)
-	clear(t.Group)
+	clearStrings(t)
 	return t
+}
+
+// clearStrings sets every row of t's string columns to "", on every core
+// for a large t (the columns of a streamed chunk: 48 bytes a row, each
+// string header cleared with the collector's write barrier).
+func clearStrings(t *trace.Trace) {
+	n := t.Len()
+	w := min(runtime.GOMAXPROCS(0), n>>16)
+	if w <= 1 {
+		clear(t.Shape)
+		clear(t.Dtype)
+		clear(t.Group)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (n + w - 1) / w
+	for lo := 0; lo < n; lo += per {
+		hi := min(lo+per, n)
+		wg.Go(func() {
+			clear(t.Shape[lo:hi])
+			clear(t.Dtype[lo:hi])
+			clear(t.Group[lo:hi])
+		})
+	}
+	wg.Wait()
 }
 
 // fitsCap reports whether every column of t has capacity for n rows.

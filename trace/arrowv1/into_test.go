@@ -122,3 +122,23 @@ func FuzzReadInto(f *testing.F) {
 		sameInto(t, "input", data)
 	})
 }
+
+// TestMakeRowsInClearsStrings reuses columns whose strings are set, at
+// sizes cleared on one core and on several: the rows asked for hold "".
+func TestMakeRowsInClearsStrings(t *testing.T) {
+	for _, n := range []int{0, 1, 1000, 1 << 16, 3<<16 + 5} {
+		old := MakeRows(n + 7)
+		for i := range old.Shape {
+			old.Shape[i], old.Dtype[i], old.Group[i] = "s", "d", "g"
+		}
+		got := MakeRowsIn(old, n)
+		if got.Len() != n {
+			t.Fatalf("n %d: %d rows", n, got.Len())
+		}
+		for i := range n {
+			if got.Shape[i] != "" || got.Dtype[i] != "" || got.Group[i] != "" {
+				t.Fatalf("n %d: row %d holds %q %q %q", n, i, got.Shape[i], got.Dtype[i], got.Group[i])
+			}
+		}
+	}
+}

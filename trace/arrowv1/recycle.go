@@ -87,11 +87,16 @@ func newTrace(meta trace.Meta, n int) *trace.Trace {
 		break
 	}
 	recycled.mu.Unlock()
+	room := n
 	if t == nil {
 		t = &trace.Trace{}
+		// Fresh columns hold a whole number of KiB-rows: traces of
+		// nearly the same length (the heads of rank files, which end in
+		// batches of different sizes) then fit in each other's.
+		room = (n + 1023) &^ 1023
 	}
 	t.Meta = meta
-	t.Grow(n)
+	t.Grow(room)
 	setLen(t, n)
 	return t
 }
