@@ -436,7 +436,7 @@ func (s *streamer) matchRows(a *analysis, t *trace.Trace, byGroup bool, key func
 		recOf[c] = int32(len(rec.chans))
 		cr := chanRec{first: key(int(firsts[c])), ch: channel{src: ch.src, dst: ch.dst, gid: ch.gid, sends: ch.sends, recvs: ch.recvs}}
 		done := false
-		for _, x := range ch.extra {
+		for _, x := range b.unmatched(ch) {
 			if t.EndNs[x] != trace.NoTime {
 				if done {
 					continue
@@ -461,8 +461,11 @@ func (s *streamer) matchRows(a *analysis, t *trace.Trace, byGroup bool, key func
 			s.answerOrder(b, sr, rr)
 		}
 	}
-	for i, p := range b.partner {
-		if p >= 0 && t.EndNs[i] == trace.NoTime {
+	for i := range t.Len() {
+		if t.EndNs[i] != trace.NoTime {
+			continue
+		}
+		if p := b.partner(i); p >= 0 {
 			rec.partner = append(rec.partner, key(i), key(int(p)))
 			keep(int(p))
 		}
@@ -641,22 +644,18 @@ func (s *streamer) finish() (*Report, error) {
 	a.scanRanks() // 1
 
 	// 2. Matching, from the chunks'.
-	a.partner = make([]int32, R.Len())
-	for i := range a.partner {
-		a.partner[i] = -1
-	}
+	a.allPartners = true
+	a.tailPartners()
 	for i := 0; i < len(m.partner); i += 2 {
-		a.partner[idx(m.partner[i])] = idx(m.partner[i+1])
+		a.tail[int(idx(m.partner[i]))+a.ranks[R.Rank[idx(m.partner[i])]].tailBase] = idx(m.partner[i+1])
 	}
 	slices.SortFunc(m.chans, func(x, y chanRec) int { return x.first.compare(y.first) })
 	a.chans = make([]channel, len(m.chans))
 	for c, cr := range m.chans {
 		ch := cr.ch
-		if len(cr.extra) > 0 {
-			ch.extra = make([]int32, len(cr.extra))
-			for j, k := range cr.extra {
-				ch.extra[j] = idx(k)
-			}
+		ch.extra, ch.nextra = int32(len(a.extra)), int32(len(cr.extra))
+		for _, k := range cr.extra {
+			a.extra = append(a.extra, idx(k))
 		}
 		a.chans[c] = ch
 		for _, pm := range cr.mm {

@@ -153,7 +153,7 @@ func (a *analysis) fillRanks() {
 			}
 			left--
 			b := Blocked{Op: t.At(i), WaitNs: max(rep.DumpNs-t.IssueNs[i], 0)}
-			if p := a.partner[i]; p >= 0 {
+			if p := a.partner(i); p >= 0 {
 				b.Partner = a.event(int(p))
 			}
 			rep.Blocked = append(rep.Blocked, b)
@@ -610,7 +610,7 @@ func (a *analysis) stuckCause(rs []trace.Rank) RootCause {
 	rc := a.cause(best, "stopped_in_transfer")
 	rc.Step, rc.MicroBatch = e.Step, e.MicroBatch
 	partner := "the peer posted its side"
-	if p := a.partner[a.ranks[best].block]; p >= 0 {
+	if p := a.partner(a.ranks[best].block); p >= 0 {
 		partner = "rank " + fmt.Sprint(e.Peer) + " posted " + describeOp(a.event(int(p)))
 	}
 	rc.Summary = fmt.Sprintf("%s stopped in %s: %s and the transfer never completed (it died in it, or the link failed)%s",

@@ -136,7 +136,7 @@ func (a *analysis) buildGraph() {
 func (a *analysis) p2pEdge(ri *rankInfo) {
 	t := a.t
 	b := ri.block
-	p := int(a.partner[b])
+	p := int(a.partner(b))
 	peer := t.Peer[b]
 	if p < 0 {
 		ri.waitsFor = int32(peer)
@@ -196,7 +196,7 @@ func (a *analysis) chainStuck() {
 		if ri.term != termStuck {
 			return -1
 		}
-		if p := a.partner[ri.block]; p >= 0 && a.ranks[a.t.Rank[p]].term == termStuck {
+		if p := a.partner(ri.block); p >= 0 && a.ranks[a.t.Rank[p]].term == termStuck {
 			return int(a.t.Rank[p])
 		}
 		return -1

@@ -267,8 +267,9 @@ func (n Node) IsRank() bool { return !n.Barrier && n.Group == "" }
 //     labels. One pass over the ranks (each in seq order, batches of
 //     ranks along their chains), with arrays indexed by rank (no
 //     hashing): an op meets the first waiting op of its channel's other
-//     side, or waits in its side's queue; linear in the ops. Each pair is checked for step/micro-batch/kind labels
-//     (order_mismatch), then shape, dtype and bytes.
+//     side, or is listed to wait for it; linear in the ops. Each pair is
+//     checked for step/micro-batch/kind labels (order_mismatch), then
+//     shape, dtype and bytes. The partners of pending ops are kept.
 //     2b. Collectives (collective.go): per process group and sequence
 //     number, which members posted, completed, or never posted the
 //     collective (a member whose last seq in the group is lower), and

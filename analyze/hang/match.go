@@ -17,26 +17,103 @@ import (
 // ops. Channels are listed in the order of their first op in the rows.
 type channel struct {
 	src, dst     trace.Rank
-	gid          uint32  // 1 + the group's index when channels are per group; 0 otherwise
-	sends, recvs int32   // ops on each side
-	extra        []int32 // rows of the longer side left unmatched, in issue order
+	gid          uint32 // 1 + the group's index when channels are per group; 0 otherwise
+	sends, recvs int32  // ops on each side
+	// The rows of the longer side left unmatched, in issue order, are
+	// analysis.extra[extra:extra+nextra] (RunChunks keeps some of them
+	// only). While match runs and the channel waits for its other side's
+	// rank, ^extra is the index of the side's rows in matcher.lists.
+	extra, nextra int32
+}
+
+// unmatched returns the rows of ch's longer side that no op of the other
+// side matches, in issue order.
+func (a *analysis) unmatched(ch *channel) []int32 {
+	return a.extra[ch.extra : ch.extra+ch.nextra]
 }
 
 // unmatchedSends returns the sends of ch no receive matches, in issue order.
-func (ch *channel) unmatchedSends() []int32 {
+func (a *analysis) unmatchedSends(ch *channel) []int32 {
 	if ch.sends > ch.recvs {
-		return ch.extra
+		return a.unmatched(ch)
 	}
 	return nil
 }
 
 // unmatchedRecvs returns the receives of ch no send matches, in issue
 // order.
-func (ch *channel) unmatchedRecvs() []int32 {
+func (a *analysis) unmatchedRecvs(ch *channel) []int32 {
 	if ch.recvs > ch.sends {
-		return ch.extra
+		return a.unmatched(ch)
 	}
 	return nil
+}
+
+// tailPartners makes room for the partners match keeps: those of each
+// rank's rows from its first pending op on (tailFrom), the only ones the
+// analysis looks up (blocked ops); with allPartners, of every row.
+func (a *analysis) tailPartners() {
+	n := 0
+	for r := range a.ranks {
+		ri := &a.ranks[r]
+		from := ri.hi
+		switch {
+		case a.allPartners:
+			from = ri.lo
+		case ri.firstPending >= 0:
+			from = ri.firstPending
+		}
+		ri.tailFrom, ri.tailBase = from, n-from
+		n += ri.hi - from
+	}
+	a.tail = make([]int32, n)
+	for i := range a.tail {
+		a.tail[i] = -1
+	}
+}
+
+// partner returns the row of the op the P2P op at row i matched, -1 when
+// none (or when row i is not a P2P op).
+func (a *analysis) partner(i int) int32 {
+	ri := &a.ranks[a.t.Rank[i]]
+	if i >= ri.tailFrom {
+		return a.tail[i+ri.tailBase]
+	}
+	return a.partnerScan(i)
+}
+
+// partnerScan is partner for a row match did not keep the partner of: the
+// k-th op of row i's side meets the k-th of the other side, counted in the
+// two ranks' rows.
+func (a *analysis) partnerScan(i int) int32 {
+	t := a.t
+	k, r, p := t.Kind[i], t.Rank[i], t.Peer[i]
+	if !k.IsP2P() || p < 0 || int(p) >= len(a.ranks) {
+		return -1
+	}
+	channel := func(j int) uint32 { // the group of row j's channel
+		if !a.p2pByGroup {
+			return 0
+		}
+		return min(a.p2pGroupOf[t.Group[j]], maxGroupID)
+	}
+	g := channel(i)
+	nth := 0
+	for j := a.ranks[r].lo; j < i; j++ {
+		if t.Kind[j].IsP2P() && t.Peer[j] == p && t.Kind[j]&1 == k&1 && channel(j) == g {
+			nth++
+		}
+	}
+	pi := &a.ranks[p]
+	for j := pi.lo; j < pi.hi; j++ {
+		if t.Kind[j].IsP2P() && t.Peer[j] == r && t.Kind[j]&1 != k&1 && channel(j) == g {
+			if nth == 0 {
+				return int32(j)
+			}
+			nth--
+		}
+	}
+	return -1
 }
 
 // p2pGroups reports whether every P2P op of t names its process group.
@@ -58,19 +135,24 @@ func p2pGroups(t *trace.Trace) bool {
 // format this package has always used).
 const maxGroupID = 1<<20 - 1
 
-// side is one rank's end of a channel while matching: its sends to one
-// peer, or its receives from one peer (in one group). Ops of the side that
-// no op of the other side has met yet wait in a queue linked through the
-// partner column, in issue order.
+// side is one end of a channel of the rank being scanned: its sends to
+// one peer, or its receives from one peer (in one group). Its ops are the
+// pos first of olist's that each met, then own's.
 type side struct {
-	peer       trace.Rank
-	gid        uint32 // 1 + the group's index when channels are per group; 0 otherwise
-	recv       bool
-	next       int32 // per group: the rank's next side with the same peer and direction, -1
-	head, tail int32 // the queue's rows, -1 when empty
-	n          int32 // ops
-	ch         int32 // its channel
-	other      int32 // the other side of the channel, -1 when it has none (yet)
+	peer trace.Rank
+	gid  uint32 // 1 + the group's index when channels are per group; 0 otherwise
+	recv bool
+	next int32 // per group: the rank's next side with the same peer and direction, -1
+	ch   int32 // its channel
+	// The other side's rows, listed by an earlier scan (nil when there is
+	// none), and how many of them this side met.
+	pos   int32
+	olist []int32
+	own   []int32 // this side's ops that met none, in issue order
+	// The other side's rank keeps the partners of its rows from ofrom on,
+	// at tail[row+obase].
+	ofrom, obase int32
+	first        int32 // the row of its first op, when it met one of the other side
 }
 
 // pairMismatch is the first pair of a channel showing one mismatch kind,
@@ -87,21 +169,28 @@ type matcher struct {
 	a       *analysis
 	t       *trace.Trace
 	byGroup bool
-	sides   []side
-	chSides [][2]int32 // per channel: its send and receive side, -1 when none
-	chFirst []int32    // per channel: the row of the op that opened it
-	// head, per peer and direction (2*peer + 1 for receives): 1 + the
-	// index in sides of the current rank's side toward that peer (the
-	// first of its chain per group); 0 when none. Indexed by rank: no
-	// hashing on the hot path.
+	// sides of the rank being scanned, and head, per peer and direction
+	// (2*peer + 1 for receives): 1 + the index in sides of its side toward
+	// that peer (the first of its chain per group); 0 when none. Indexed
+	// by rank: no hashing on the hot path.
+	sides []side
 	head  []int32
-	slots []slot // scanFast's, indexed like head
-	// A channel opened by a rank toward a higher rank is registered under
-	// that rank: regHead[r] is 1 + the first, regNext chains them.
+	// chFirst, per channel: the row of the op that opened it, then of its
+	// first op (of either side).
+	chFirst []int32
+	// A channel opened by a rank toward a rank not scanned yet is
+	// registered under that rank: regHead[r] is 1 + the first, regNext
+	// chains them.
 	regHead []int32
 	regNext []int32 // per channel
 	matched int
 	bad     []pairMismatch // every pair whose labels differ, count 1 each
+	// Row lists of channels done, for reuse: a few are in use at a time.
+	pool [][]int32
+	// The rows of the sides waiting for their other side's scan (a
+	// channel's ^extra), and the indices free in lists.
+	lists [][]int32
+	free  []int32
 	// Group indices (first-appearance order over the P2P rows), when
 	// channels are per group.
 	groupOf   map[string]uint32
@@ -121,38 +210,39 @@ type matcher struct {
 //   - Ranks are scanned in batches of chainWidth consecutive ranks; the
 //     next batch is the lowest unvisited ranks the batch opened channels
 //     toward (in a pipeline, the next stage of the same replicas), else
-//     the lowest unvisited ranks. The ops a batch leaves waiting are still
-//     in cache when their peers meet them. With groups, batches are in
-//     rank order (the group numbering follows the scan).
+//     the lowest unvisited ranks. The rows a batch lists are still in
+//     cache when their peers meet them. With groups, batches are in rank
+//     order (the group numbering follows the scan).
 //   - The side of each P2P op is found by indexing an array by peer and
 //     direction; a new side opens a channel or joins the channel an
 //     earlier rank opened toward this one, registered under this rank.
-//   - When the other side of the channel has ops waiting (its rank was
-//     scanned first), the op meets the first of them: the k-th send meets
-//     the k-th receive. Both rows get their partner, and the pair's labels
-//     are checked while both ranks' rows are in cache. Otherwise the op
-//     waits in its side's queue.
-//   - What waits in a queue at the end is unmatched. Channels are then
-//     renumbered in the order of their first op in the rows.
+//   - When the other side of the channel was listed by an earlier scan,
+//     the op meets the first of its rows not met yet: the k-th send meets
+//     the k-th receive, and the pair's labels are checked while both
+//     ranks' rows are in cache. Otherwise the op is listed, in issue
+//     order, for the other side's scan.
+//   - What is left of either side once both are scanned, or of a list no
+//     scan met, is unmatched. Channels are then renumbered in the order of
+//     their first op in the rows.
+//
+// The partners of the pending ops (all the analysis looks up) are kept
+// (tailPartners); no array per row is written.
 func (a *analysis) match() {
 	t := a.t
-	a.partner = make([]int32, t.Len())
+	a.tailPartners()
+	a.extra = nil
 	m := &matcher{a: a, t: t, byGroup: p2pGroups(t),
 		head: make([]int32, 2*len(a.ranks)), regHead: make([]int32, len(a.ranks))}
-	// Room for a pipeline's channels (two per neighbouring pair of ranks)
-	// and sides, so that they rarely grow.
+	// Room for a pipeline's channels (two per neighbouring pair of ranks),
+	// so that they rarely grow.
 	nc := min(2*len(a.ranks), t.Len())
 	a.chans = make([]channel, 0, nc)
-	m.chSides, m.chFirst, m.regNext = make([][2]int32, 0, nc), make([]int32, 0, nc), make([]int32, 0, nc)
-	m.sides = make([]side, 0, 2*nc)
+	m.chFirst, m.regNext = make([]int32, 0, nc), make([]int32, 0, nc)
 	m.visited = make([]bool, len(a.ranks))
+	a.p2pByGroup = m.byGroup
 	if m.byGroup {
 		m.groupOf = map[string]uint32{}
-	} else {
-		m.slots = make([]slot, 2*len(a.ranks))
-		for i := range m.slots {
-			m.slots[i].s = -1
-		}
+		a.p2pGroupOf = m.groupOf
 	}
 	next := 0 // the lowest rank not visited
 	var batch []int32
@@ -187,140 +277,151 @@ func (a *analysis) match() {
 	m.finish()
 }
 
-// scan matches the P2P ops of rank r, rows [lo, hi), and sets partner to
-// -1 for its other rows.
+// scan matches the P2P ops of rank r, rows [lo, hi), then sets the op
+// counts of its channels, and the unmatched rows of those whose other side
+// was scanned (before, or with no op toward r); the others keep r's rows
+// in lists (their ^extra) for their other side's scan.
 func (m *matcher) scan(r trace.Rank, lo, hi int) {
 	t := m.t
-	base := len(m.sides)
-	// r's sides of the channels lower ranks opened toward it.
+	a := m.a
+	m.sides = m.sides[:0]
+	// r's sides of the channels earlier ranks opened toward it.
 	for c := m.regHead[r] - 1; c >= 0; c = m.regNext[c] {
-		ch := &m.a.chans[c]
+		ch := &a.chans[c]
+		olist := m.lists[^ch.extra]
+		m.free = append(m.free, ^ch.extra)
 		if ch.dst == r {
-			m.newSide(ch.src, ch.gid, true, c, m.chSides[c][0])
+			m.newSide(ch.src, ch.gid, true, c, olist)
 		} else {
-			m.newSide(ch.dst, ch.gid, false, c, m.chSides[c][1])
+			m.newSide(ch.dst, ch.gid, false, c, olist)
 		}
 	}
-	part := m.a.partner
-	peers := t.Peer[lo:hi]
-	kinds := t.Kind[lo:hi]
 	if m.byGroup {
-		groups := t.Group[lo:hi]
+		peers, kinds, groups := t.Peer[lo:hi], t.Kind[lo:hi], t.Group[lo:hi]
 		for j, k := range kinds {
-			part[lo+j] = -1
 			if k.IsP2P() {
-				m.add(m.findGrouped(r, peers[j], k, m.gid(groups[j]), int32(lo+j)), int32(lo+j))
+				s := m.findGrouped(r, peers[j], k, m.gid(groups[j]), int32(lo+j))
+				m.add(r, &m.sides[s], int32(lo+j))
 			}
 		}
 	} else {
-		m.scanFast(lo, peers, kinds, base)
+		m.scanFast(r, lo, hi)
 	}
-	for _, sd := range m.sides[base:] {
+	for i := range m.sides {
+		sd := &m.sides[i]
 		m.head[int(sd.peer)<<1|b2i(sd.recv)] = 0
+		c := sd.ch
+		ch := &a.chans[c]
+		m.matched += int(sd.pos)
+		if n := sd.pos + int32(len(sd.own)); sd.recv {
+			ch.recvs = n
+		} else {
+			ch.sends = n
+		}
+		switch {
+		case sd.olist != nil:
+			// The channel is done: the first op of this side met the
+			// opener's first; what either side has left is unmatched.
+			if sd.pos > 0 {
+				m.chFirst[c] = min(m.chFirst[c], sd.first)
+			}
+			if len(sd.own) > 0 {
+				m.unmatched(ch, sd.own)
+			} else {
+				m.unmatched(ch, sd.olist[sd.pos:])
+			}
+			m.put(sd.olist)
+			m.put(sd.own)
+		case m.visited[sd.peer]:
+			// The peer was scanned, with no op toward r: every op is
+			// unmatched.
+			m.unmatched(ch, sd.own)
+			m.put(sd.own)
+		default:
+			// Listed for the peer's scan (unmatched if none comes).
+			ch.extra = ^m.keep(sd.own)
+		}
+		sd.own, sd.olist = nil, nil
 	}
-}
-
-// slot is the state of the current rank's side toward one peer in one
-// direction while scanFast scans the rank, indexed like matcher.head: one
-// look-up per op, no indirection through sides.
-type slot struct {
-	s          int32 // the side, -1 when the rank has none (yet)
-	n          int32 // ops
-	q          int32 // the first op waiting on the other side, -1 when none
-	head, tail int32 // the side's own queue, -1 when empty
-	ch         int32
 }
 
 // scanFast is scan's loop when channels are not per group: add and check
-// written out, on locals, for the hot path. The rank's sides start at
-// base.
-func (m *matcher) scanFast(lo int, peers []trace.Rank, kinds []trace.Kind, base int) {
+// written out, on locals, for the hot path. The rank's rows whose
+// partners are kept, from tailFrom on (its pending ops, at its end), go
+// through add.
+func (m *matcher) scanFast(r trace.Rank, lo, hi int) {
 	t := m.t
-	r := t.Rank[lo]
-	slots := m.slots
-	for s := base; s < len(m.sides); s++ {
-		sd := &m.sides[s]
-		q := int32(-1)
-		if sd.other >= 0 {
-			q = m.sides[sd.other].head
-		}
-		slots[int(sd.peer)<<1|b2i(sd.recv)] = slot{s: int32(s), q: q, head: -1, tail: -1, ch: sd.ch}
+	n := t.Len()
+	if uint(lo) > uint(hi) || uint(hi) > uint(n) {
+		panic("hang: rows out of range")
 	}
-	// The columns, all of one length n (for the peer's rows), and the
-	// rank's rows of them (j).
-	part := m.a.partner
-	n := len(part)
-	step, mb, kind, bytes, shape, dtype := t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n]
-	hi := lo + len(kinds)
-	ownPart := part[lo:hi]
-	ownStep, ownMB, ownBytes, ownShape, ownDtype := step[lo:hi], mb[lo:hi], bytes[lo:hi], shape[lo:hi], dtype[lo:hi]
-	matched := 0
-	peers = peers[:len(kinds)]
-	for j, k := range kinds {
+	// The columns, all of one length n, indexed by row: the rank's rows j
+	// and the peers' rows q alike.
+	step, mb, kind, bytes, shape, dtype, peer := t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n], t.Peer[:n]
+	head, sides, tail := m.head, m.sides, m.a.tail
+	end := max(lo, min(hi, m.a.ranks[r].tailFrom))
+	for j := lo; j < end; j++ {
+		k := kind[j]
 		// SEND_F, RECV_F, SEND_B, RECV_B are 4..7: receives are odd.
 		if uint16(k)-uint16(trace.SendF) >= 4 {
-			ownPart[j] = -1
 			continue
 		}
-		row := int32(lo + j)
-		st := &slots[int(peers[j])<<1|int(k&1)]
-		if st.s < 0 {
-			s := m.open(r, peers[j], 0, k&1 != 0, row)
-			*st = slot{s: s, q: -1, head: -1, tail: -1, ch: m.sides[s].ch}
+		row := int32(j)
+		s := int(head[int(peer[j])<<1|int(k&1)]) - 1
+		if s < 0 {
+			s = int(m.open(r, peer[j], 0, k&1 != 0, row))
+			sides = m.sides
 		}
-		st.n++
-		if q := int(st.q); q >= 0 {
-			// Meet the first op waiting on the other side.
+		sd := &sides[s]
+		if p := int(sd.pos); p < len(sd.olist) {
+			// Meet the first op of the other side not met yet.
+			q := sd.olist[p]
+			sd.pos++
+			if p == 0 {
+				sd.first = row
+			}
+			if q >= sd.ofrom {
+				tail[q+sd.obase] = row
+			}
 			if uint(q) >= uint(n) {
 				panic("hang: row out of range")
 			}
-			st.q = part[q]
-			part[q], ownPart[j] = row, int32(q)
-			matched++
-			// The common case, a pair that agrees on everything, without
-			// a call (of a send and a receive, the receive's kind is the
+			// The common case, a pair that agrees on everything, with one
+			// test (of a send and a receive, the receive's kind is the
 			// send's with the low bit set).
-			if ownStep[j] != step[q] || ownMB[j] != mb[q] || k^kind[q] != 1 ||
-				ownBytes[j] != bytes[q] || !sameString(ownShape[j], shape[q]) || !sameString(ownDtype[j], dtype[q]) {
+			if differ(step[j], step[q], mb[j], mb[q], bytes[j], bytes[q], &shape[j], &shape[q], &dtype[j], &dtype[q]) || k^kind[q] != 1 {
 				if k&1 != 0 {
-					m.check(st.ch, int32(q), row)
+					m.check(sd.ch, q, row)
 				} else {
-					m.check(st.ch, row, int32(q))
+					m.check(sd.ch, row, q)
 				}
 			}
 			continue
 		}
-		ownPart[j] = -1
-		if st.tail >= 0 {
-			part[st.tail] = row
-		} else {
-			st.head = row
-		}
-		st.tail = row
+		sd.own = append(sd.own, row)
 	}
-	m.matched += matched
-	// Back to the sides: counts, queues, and what is left of the other
-	// sides' queues.
-	for s := base; s < len(m.sides); s++ {
-		sd := &m.sides[s]
-		st := &slots[int(sd.peer)<<1|b2i(sd.recv)]
-		sd.n, sd.head, sd.tail = st.n, st.head, st.tail
-		if sd.other >= 0 {
-			m.sides[sd.other].head = st.q
+	for j := end; j < hi; j++ {
+		if k := kind[j]; k.IsP2P() {
+			s := m.head[int(peer[j])<<1|int(k&1)] - 1
+			if s < 0 {
+				s = m.open(r, peer[j], 0, k&1 != 0, int32(j))
+			}
+			m.add(r, &m.sides[s], int32(j))
 		}
-		st.s = -1
 	}
 }
 
 // newSide appends a side of the current rank toward peer on channel c,
-// whose other side is o (-1: none), indexes it in head, and returns it.
-func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c, o int32) int32 {
+// whose other side's rows are olist (nil: none), indexes it in head, and
+// returns it.
+func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c int32, olist []int32) int32 {
 	s := int32(len(m.sides))
-	m.sides = append(m.sides, side{peer: peer, gid: gid, recv: recv, next: -1, head: -1, tail: -1, ch: c, other: o})
-	if o >= 0 {
-		m.sides[o].other = s
+	sd := side{peer: peer, gid: gid, recv: recv, next: -1, ch: c, olist: olist, own: m.get()}
+	if olist != nil {
+		pi := &m.a.ranks[peer]
+		sd.ofrom, sd.obase = int32(pi.tailFrom), int32(pi.tailBase)
 	}
-	m.chSides[c][b2i(recv)] = s
+	m.sides = append(m.sides, sd)
 	h := int(peer)<<1 | b2i(recv)
 	if m.head[h] == 0 {
 		m.head[h] = s + 1
@@ -336,7 +437,7 @@ func (m *matcher) newSide(peer trace.Rank, gid uint32, recv bool, c, o int32) in
 
 // open makes a new channel for rank r's first op toward peer (a receive
 // when recv) in group gid, and returns r's side of it. A channel toward a
-// higher rank is registered under it.
+// rank not scanned yet is registered under it.
 func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool, row int32) int32 {
 	a := m.a
 	c := int32(len(a.chans))
@@ -345,7 +446,6 @@ func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool, row int32) int
 		ch.src, ch.dst = peer, r
 	}
 	a.chans = append(a.chans, ch)
-	m.chSides = append(m.chSides, [2]int32{-1, -1})
 	m.chFirst = append(m.chFirst, row)
 	m.regNext = append(m.regNext, -1)
 	if !m.visited[peer] {
@@ -353,7 +453,7 @@ func (m *matcher) open(r, peer trace.Rank, gid uint32, recv bool, row int32) int
 		m.regNext[c] = m.regHead[peer] - 1
 		m.regHead[peer] = c + 1
 	}
-	return m.newSide(peer, gid, recv, c, -1)
+	return m.newSide(peer, gid, recv, c, nil)
 }
 
 // findGrouped returns rank r's side toward peer in direction k and group
@@ -367,32 +467,67 @@ func (m *matcher) findGrouped(r, peer trace.Rank, k trace.Kind, gid uint32, row 
 	return m.open(r, peer, gid, k&1 != 0, row)
 }
 
-// add is one op, at row, of side s: it meets the first op waiting on the
-// other side, or waits itself.
-func (m *matcher) add(s, row int32) {
-	sd := &m.sides[s]
-	sd.n++
-	if o := sd.other; o >= 0 {
-		od := &m.sides[o]
-		if q := od.head; q >= 0 {
-			part := m.a.partner
-			od.head = part[q]
-			part[q], part[row] = row, q
-			m.matched++
-			if sd.recv {
-				m.check(sd.ch, q, row)
-			} else {
-				m.check(sd.ch, row, q)
-			}
-			return
+// add is one op of rank r, at row, of side sd: it meets the first op of
+// the other side not met yet, or is listed.
+func (m *matcher) add(r trace.Rank, sd *side, row int32) {
+	if p := int(sd.pos); p < len(sd.olist) {
+		q := sd.olist[p]
+		sd.pos++
+		if p == 0 {
+			sd.first = row
 		}
+		a := m.a
+		if ri := &a.ranks[r]; int(row) >= ri.tailFrom {
+			a.tail[int(row)+ri.tailBase] = q
+		}
+		if q >= sd.ofrom {
+			a.tail[q+sd.obase] = row
+		}
+		if sd.recv {
+			m.check(sd.ch, q, row)
+		} else {
+			m.check(sd.ch, row, q)
+		}
+		return
 	}
-	if sd.tail >= 0 {
-		m.a.partner[sd.tail] = row
-	} else {
-		sd.head = row
+	sd.own = append(sd.own, row)
+}
+
+// unmatched sets rows, in extra, as the unmatched ops of ch.
+func (m *matcher) unmatched(ch *channel, rows []int32) {
+	ch.extra, ch.nextra = int32(len(m.a.extra)), int32(len(rows))
+	m.a.extra = append(m.a.extra, rows...)
+}
+
+// keep puts list, the rows of a side waiting for its other side's scan,
+// in lists, and returns its index.
+func (m *matcher) keep(list []int32) int32 {
+	if k := len(m.free); k > 0 {
+		i := m.free[k-1]
+		m.free = m.free[:k-1]
+		m.lists[i] = list
+		return i
 	}
-	sd.tail = row
+	m.lists = append(m.lists, list)
+	return int32(len(m.lists) - 1)
+}
+
+// get returns an empty list, reusing one given back.
+func (m *matcher) get() []int32 {
+	k := len(m.pool)
+	if k == 0 {
+		return make([]int32, 0, 64)
+	}
+	l := m.pool[k-1]
+	m.pool = m.pool[:k-1]
+	return l
+}
+
+// put gives back a list no side uses any more.
+func (m *matcher) put(l []int32) {
+	if cap(l) > 0 {
+		m.pool = append(m.pool, l[:0])
+	}
 }
 
 // check notes the matched pair (s, r) of channel c when its labels differ.
@@ -423,12 +558,17 @@ func (m *matcher) gid(g string) uint32 {
 	return min(m.lastGID, maxGroupID)
 }
 
-// sameString reports whether a and b are the same string: same length and
-// same bytes in memory. Strings read from a file are interned (one copy per
-// value): equal ones are mostly the same; for the others check compares
-// the bytes.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+// differ reports whether a pair's steps, micro-batches, byte counts,
+// shapes or dtypes differ, in one test. Strings count as the same when
+// they are the same bytes in memory (same length and data): strings read
+// from a file are interned (one copy per value), so equal ones mostly
+// are; for the others check compares the bytes.
+func differ(s1, s2 int64, m1, m2 trace.MicroBatch, b1, b2 int64, sh1, sh2, dt1, dt2 *string) bool {
+	x := uint64(s1^s2) | uint64(m1^m2) | uint64(b1^b2) |
+		uint64(uintptr(unsafe.Pointer(unsafe.StringData(*sh1)))^uintptr(unsafe.Pointer(unsafe.StringData(*sh2)))) |
+		uint64(uintptr(unsafe.Pointer(unsafe.StringData(*dt1)))^uintptr(unsafe.Pointer(unsafe.StringData(*dt2)))) |
+		uint64(len(*sh1)^len(*sh2)) | uint64(len(*dt1)^len(*dt2))
+	return x != 0
 }
 
 // chainWidth is how many ranks match scans side by side along their
@@ -449,16 +589,10 @@ func b2i(b bool) int {
 // pairs' channels to match.
 func (m *matcher) renumber() {
 	a := m.a
-	first := make([]int32, len(a.chans))
+	first := m.chFirst
 	sorted := true
-	for c, f := range m.chFirst {
-		// The other side's first op, when it has ops, met the op that
-		// opened the channel, the first of its side.
-		if s := m.chSides[c][1-m.t.Kind[f]&1]; s >= 0 && m.sides[s].n > 0 {
-			f = min(f, a.partner[f])
-		}
-		first[c] = f
-		sorted = sorted && (c == 0 || first[c-1] < f)
+	for c := 1; c < len(first) && sorted; c++ {
+		sorted = first[c-1] < first[c]
 	}
 	if sorted {
 		return
@@ -473,7 +607,8 @@ func (m *matcher) renumber() {
 	for r := 1; r < len(start); r++ {
 		start[r] += start[r-1]
 	}
-	pos := slices.Clone(start)
+	pos := m.head[:0] // all 0 again: room for a copy of start
+	pos = append(pos, start...)
 	order := make([]int32, len(first))
 	for c, f := range first {
 		r := rank[f]
@@ -484,50 +619,52 @@ func (m *matcher) renumber() {
 		}
 		order[i] = int32(c)
 	}
-	newOf := make([]int32, len(first))
-	chans := make([]channel, len(a.chans))
-	chSides := make([][2]int32, len(a.chans))
-	for i, c := range order {
-		newOf[c] = int32(i)
-		chans[i], chSides[i] = a.chans[c], m.chSides[c]
+	if len(m.bad) > 0 {
+		newOf := start[:0]
+		newOf = slices.Grow(newOf, len(order))[:len(order)]
+		for i, c := range order {
+			newOf[c] = int32(i)
+		}
+		for i := range m.bad {
+			m.bad[i].ch = newOf[m.bad[i].ch]
+		}
 	}
-	a.chans, m.chSides = chans, chSides
-	for i := range m.bad {
-		m.bad[i].ch = newOf[m.bad[i].ch]
+	// Permute the channels in place, a cycle at a time (order[i] < 0:
+	// done).
+	chans := a.chans
+	for i := range order {
+		c := order[i]
+		if c < 0 || int(c) == i {
+			continue
+		}
+		tmp := chans[i]
+		j := i
+		for {
+			c := order[j]
+			order[j] = -1
+			if int(c) == i {
+				chans[j] = tmp
+				break
+			}
+			chans[j] = chans[c]
+			j = int(c)
+		}
 	}
 }
 
-// finish fills each channel's op counts and unmatched rows (what waits in
-// a queue), and the first mismatched pair of each kind per channel.
+// finish counts the pairs, puts the channels in row order, and keeps the
+// first mismatched pair of each kind per channel.
 func (m *matcher) finish() {
 	a := m.a
-	part := a.partner
 	a.rep.Matched += m.matched
-	m.renumber()
-	var extra []int32
+	// The channels whose other side no scan met: every op listed is
+	// unmatched.
 	for c := range a.chans {
-		ch := &a.chans[c]
-		for dir, s := range m.chSides[c] {
-			if s < 0 {
-				continue
-			}
-			sd := &m.sides[s]
-			if dir == 0 {
-				ch.sends = sd.n
-			} else {
-				ch.recvs = sd.n
-			}
-			if sd.head < 0 {
-				continue
-			}
-			lo := len(extra)
-			for x := sd.head; x >= 0; {
-				extra = append(extra, x)
-				x, part[x] = part[x], -1
-			}
-			ch.extra = extra[lo:len(extra):len(extra)]
+		if ch := &a.chans[c]; ch.extra < 0 {
+			m.unmatched(ch, m.lists[^ch.extra])
 		}
 	}
+	m.renumber()
 	// Pairs are checked in the row order of their later op: per channel,
 	// in pair order. Keep per channel the first pair of each kind, counting
 	// the others.
@@ -634,13 +771,13 @@ func (a *analysis) markLost() {
 	}
 	for ci := range a.chans {
 		ch := &a.chans[ci]
-		for _, s := range ch.unmatchedSends() {
+		for _, s := range a.unmatchedSends(ch) {
 			if t.EndNs[s] != trace.NoTime {
 				mark(ch.dst, fmt.Sprintf("rank %d's %s completed, but rank %d has no receive for it", ch.src, describeOp(a.event(int(s))), ch.dst))
 				break
 			}
 		}
-		for _, r := range ch.unmatchedRecvs() {
+		for _, r := range a.unmatchedRecvs(ch) {
 			if t.EndNs[r] != trace.NoTime {
 				mark(ch.src, fmt.Sprintf("rank %d's %s completed, but rank %d has no send for it", ch.dst, describeOp(a.event(int(r))), ch.src))
 				break

@@ -90,7 +90,9 @@ func refMatch(a *analysis) refResult {
 }
 
 // checkMatch runs match on t and compares it with refMatch; "" when they
-// agree.
+// agree. Partners are compared for every row: those match keeps for every
+// row (allPartners), and those it keeps by default (the rows from each
+// rank's first pending op on) or finds by counting (partnerScan).
 func checkMatch(t *trace.Trace, opt Options) string {
 	if !sortedByRankSeq(t) {
 		t = sortedCopy(t)
@@ -100,10 +102,17 @@ func checkMatch(t *trace.Trace, opt Options) string {
 		return ""
 	}
 	a.scanRanks()
+	a.allPartners = true
 	a.match()
 	ref := refMatch(a)
-	if !slices.Equal(a.partner, ref.partner) {
-		return fmt.Sprintf("partner %v, want %v", a.partner, ref.partner)
+	if got := partners(a); !slices.Equal(got, ref.partner) {
+		return fmt.Sprintf("partner %v, want %v", got, ref.partner)
+	}
+	d, _ := newAnalysis(t, opt)
+	d.scanRanks()
+	d.match()
+	if got := partners(d); !slices.Equal(got, ref.partner) {
+		return fmt.Sprintf("partner (kept for pending ops, counted for the others) %v, want %v", got, ref.partner)
 	}
 	if a.rep.Matched != ref.matched {
 		return fmt.Sprintf("matched %d, want %d", a.rep.Matched, ref.matched)
@@ -114,6 +123,7 @@ func checkMatch(t *trace.Trace, opt Options) string {
 	if len(a.chans) != len(ref.chans) {
 		return fmt.Sprintf("%d channels, want %d", len(a.chans), len(ref.chans))
 	}
+	extra := 0 // unmatched rows of all the channels
 	for c := range a.chans {
 		ch, rc := &a.chans[c], &ref.chans[c]
 		n := min(len(rc.sends), len(rc.recvs))
@@ -121,15 +131,26 @@ func checkMatch(t *trace.Trace, opt Options) string {
 		case ch.src != rc.src || ch.dst != rc.dst || int(ch.sends) != len(rc.sends) || int(ch.recvs) != len(rc.recvs):
 			return fmt.Sprintf("channel %d: %d->%d %d sends %d recvs, want %d->%d %d %d", c,
 				ch.src, ch.dst, ch.sends, ch.recvs, rc.src, rc.dst, len(rc.sends), len(rc.recvs))
-		case !slices.Equal(ch.unmatchedSends(), rc.sends[n:]) && len(rc.sends) > n:
-			return fmt.Sprintf("channel %d: unmatched sends %v, want %v", c, ch.unmatchedSends(), rc.sends[n:])
-		case !slices.Equal(ch.unmatchedRecvs(), rc.recvs[n:]) && len(rc.recvs) > n:
-			return fmt.Sprintf("channel %d: unmatched receives %v, want %v", c, ch.unmatchedRecvs(), rc.recvs[n:])
-		case len(rc.sends) == len(rc.recvs) && len(ch.extra) > 0:
-			return fmt.Sprintf("channel %d: unmatched %v, want none", c, ch.extra)
+		case !slices.Equal(a.unmatchedSends(ch), rc.sends[n:]) && len(rc.sends) > n:
+			return fmt.Sprintf("channel %d: unmatched sends %v, want %v", c, a.unmatchedSends(ch), rc.sends[n:])
+		case !slices.Equal(a.unmatchedRecvs(ch), rc.recvs[n:]) && len(rc.recvs) > n:
+			return fmt.Sprintf("channel %d: unmatched receives %v, want %v", c, a.unmatchedRecvs(ch), rc.recvs[n:])
 		}
+		extra += len(a.unmatchedSends(ch)) + len(a.unmatchedRecvs(ch))
+	}
+	if extra != len(a.extra) {
+		return fmt.Sprintf("channels show %d unmatched rows, %d kept", extra, len(a.extra))
 	}
 	return ""
+}
+
+// partners returns a.partner of every row.
+func partners(a *analysis) []int32 {
+	p := make([]int32, a.t.Len())
+	for i := range p {
+		p[i] = a.partner(i)
+	}
+	return p
 }
 
 // TestMatchOracle compares match with refMatch on random P2P traces (sparse

@@ -75,7 +75,7 @@ func (a *analysis) collectMismatches() {
 		for _, side := range [2]struct {
 			rows []int32
 			kind MismatchKind
-		}{{ch.unmatchedRecvs(), MissingSend}, {ch.unmatchedSends(), MissingRecv}} {
+		}{{a.unmatchedRecvs(ch), MissingSend}, {a.unmatchedSends(ch), MissingRecv}} {
 			first, count := -1, 0
 			for _, i := range side.rows {
 				if t.EndNs[i] == trace.NoTime {

@@ -16,10 +16,18 @@ type analysis struct {
 
 	ranks []rankInfo // index: rank id; len: the job's ranks (world size, or highest id + 1)
 
-	// Matching (match.go).
-	partner []int32 // per row: the matched row of a P2P op, -1
-	chans   []channel
-	pairMM  []pairMismatch // per channel and kind, the first mismatched pair
+	// Matching (match.go). partner(i) gives the matched row of a P2P op:
+	// match keeps those of each rank's rows from tailFrom on (its pending
+	// ops), at tail[i+tailBase]; with allPartners, of every row (tests; and
+	// RunChunks, which knows those of the pending ops only, the others
+	// -1).
+	tail        []int32
+	allPartners bool
+	p2pByGroup  bool              // channels are per process group
+	p2pGroupOf  map[string]uint32 // then, 1 + each group's index
+	chans       []channel
+	extra       []int32        // the channels' unmatched rows (channel.extra)
+	pairMM      []pairMismatch // per channel and kind, the first mismatched pair
 
 	// Schedule check (program.go).
 	divs      []Divergence // per diverging rank, its first departure; by rank
@@ -81,6 +89,8 @@ type rankInfo struct {
 
 	waitsFor int32 // graph node it waits for, -1
 	term     termKind
+
+	tailFrom, tailBase int // partners kept: rows from tailFrom, at analysis.tail[row+tailBase]
 }
 
 // rankRun is one rank's run of rows, summed up by newAnalysis.
