@@ -524,16 +524,21 @@ func groupWindows(t *trace.Trace, opt Options) []*window {
 	total := 0
 	n := t.Len()
 	steps, pipes := t.Step[:n], t.Pipeline[:n]
+	stepEnd := 0 // the end of the run of rows of steps[lo]'s step
 	for lo := 0; lo < n; {
-		// The run: its rows of the same step, then of the same pipeline
-		// among those (two tight loops, one column each).
+		// The run: its rows of the same step (found once per run of the
+		// step, not once per run of a pipeline within it: rows of one step
+		// ordered by rank would make that quadratic), then of the same
+		// pipeline among those (two tight loops, one column each).
 		st, pp := steps[lo], pipes[lo]
-		hi := lo + 1
-		for hi < len(steps) && steps[hi] == st {
-			hi++
+		if lo >= stepEnd {
+			stepEnd = lo + 1
+			for stepEnd < n && steps[stepEnd] == st {
+				stepEnd++
+			}
 		}
-		ps := pipes[lo+1 : hi]
-		for j, x := range ps {
+		hi := stepEnd
+		for j, x := range pipes[lo+1 : stepEnd] {
 			if x != pp {
 				hi = lo + 1 + j
 				break
