@@ -404,3 +404,26 @@ func TestRunChunksFileError(t *testing.T) {
 		t.Errorf("changed file: error %v", err)
 	}
 }
+
+// FuzzRunChunks: FuzzRun's mutated jobs (and random ones, with faults,
+// DP and TP), diagnosed whole and in chunks every way chunkings splits
+// them, give the same report or both fail.
+func FuzzRunChunks(f *testing.F) {
+	f.Add(int64(1), []byte{})
+	f.Add(int64(2), []byte{0, 5, 0, 1, 9, 0, 2, 13, 3})
+	f.Add(int64(3), []byte{3, 2, 1, 4, 7, 2, 5, 1, 0, 6, 3, 9})
+	f.Add(int64(8), []byte{1, 0, 0, 1, 1, 0, 1, 2, 0, 1, 3, 0})
+	f.Fuzz(func(t *testing.T, seed int64, muts []byte) {
+		rng := rand.New(rand.NewSource(seed))
+		c := randomConfig(rng)
+		tr, err := sim.Run(c)
+		if err != nil {
+			t.Skip()
+		}
+		tr = mutate(tr, muts)
+		if tr.Len() == 0 || tr.Validate() != nil {
+			t.Skip()
+		}
+		sameAsRun(t, fmt.Sprintf("seed %d", seed), tr, hang.Options{WorldSize: int(seed % 7)}, rng)
+	})
+}
