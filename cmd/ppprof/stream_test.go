@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ppprof/ppprof/ingest"
 )
 
 // TestAnalyzeStream: a job analysed a few pipeline replicas at a time
@@ -151,6 +154,60 @@ func TestParseBytes(t *testing.T) {
 	for _, in := range []string{"", "G", "-1G", "0", "lots", "1e30T", "NaN"} {
 		if _, err := parseBytes(in); err == nil {
 			t.Errorf("%q: no error", in)
+		}
+	}
+}
+
+// TestAnalyzeStreamAutoFits: under --stream auto, a large input that fits
+// in memory is streamed when its files make enough chunks (a job of many
+// replicas), and read whole when they do not (one replica), with the same
+// output and the same warnings, printed once, either way.
+func TestAnalyzeStreamAutoFits(t *testing.T) {
+	var modes []string
+	defer func(rows int64, f func(string)) { autoStreamRows, readAs = rows, f }(autoStreamRows, readAs)
+	readAs = func(m string) { modes = append(modes, m) }
+	autoStreamRows = 1
+	sim := []string{"simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
+		"--steps", "3", "--tp", "2", "--jitter", "0.1", "--opt-ms", "1", "--fleet-batch-rows", "64"}
+	for _, tc := range []struct {
+		dp   int
+		want string
+	}{{4, "streamed"}, {1, "whole"}} {
+		dir := t.TempDir()
+		if _, stderr, code := ppprof(t, append(slices.Clone(sim), "--dp", strconv.Itoa(tc.dp), "-o", dir)...); code != 0 {
+			t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
+		}
+		// A rank file that lost its tail: a warning to print once.
+		cut := filepath.Join(dir, "rank-00005.arrows")
+		st, err := os.Stat(cut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(cut, st.Size()*2/3); err != nil {
+			t.Fatal(err)
+		}
+		rows, exact, err := ingest.CountRows([]string{dir})
+		if err != nil || !exact {
+			t.Fatalf("CountRows: %d, %v, %v", rows, exact, err)
+		}
+		// Memory for twice the trace analysed whole (so auto would not
+		// stream for memory), in chunks of a fifth of it: one replica each.
+		mem := strconv.FormatInt(rows*analysedBytesPerEvent*2+1, 10)
+		plan, err := planStream([]string{dir}, "auto", mem, false)
+		if err != nil || !plan.stream || !plan.optional {
+			t.Fatalf("dp %d: plan %+v, %v: want an optional stream", tc.dp, plan, err)
+		}
+		wantOut, wantErr, code := ppprof(t, "analyze", "--stream", "never", "--format", "json", dir)
+		if code != 0 || !strings.Contains(wantErr, "rank-00005.arrows") {
+			t.Fatalf("dp %d, --stream never: exit %d, stderr %q", tc.dp, code, wantErr)
+		}
+		modes = nil
+		out, stderr, code := ppprof(t, "analyze", "--max-memory", mem, "--format", "json", dir)
+		if code != 0 || out != wantOut || stderr != wantErr {
+			t.Errorf("dp %d, auto: exit %d, same output %v, stderr %q, want %q", tc.dp, code, out == wantOut, stderr, wantErr)
+		}
+		if len(modes) != 1 || modes[0] != tc.want {
+			t.Errorf("dp %d, auto: read %v, want %s", tc.dp, modes, tc.want)
 		}
 	}
 }
