@@ -209,5 +209,15 @@ func TestAnalyzeStreamAutoFits(t *testing.T) {
 		if len(modes) != 1 || modes[0] != tc.want {
 			t.Errorf("dp %d, auto: read %v, want %s", tc.dp, modes, tc.want)
 		}
+		// A file that is not a trace any more: the same error either way
+		// (auto gives up streaming and the whole read says what is wrong).
+		if err := os.WriteFile(filepath.Join(dir, "rank-00002.arrows"), []byte("ARROW1\x00\x00garbage"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, wantErr, wantCode := ppprof(t, "analyze", "--stream", "never", dir)
+		_, gotErr, gotCode := ppprof(t, "analyze", "--max-memory", mem, dir)
+		if wantCode != 1 || gotCode != wantCode || gotErr != wantErr {
+			t.Errorf("dp %d, a corrupt file: auto exit %d %q, never exit %d %q", tc.dp, gotCode, gotErr, wantCode, wantErr)
+		}
 	}
 }
