@@ -61,7 +61,7 @@ func imbalancePass(ix *index, rep *Report) replayPass {
 // imbalanceAcc is one worker's compute durations, counts and chunks per
 // stage over the replayable windows.
 type imbalanceAcc struct {
-	sum    [][3]int64
+	sum    [][3]sum128
 	cnt    [][3]int
 	chunks []int32
 }
@@ -72,7 +72,7 @@ func imbalanceSums(ix *index) ([]imbalanceAcc, visit) {
 	p := ix.p
 	accs := make([]imbalanceAcc, workers(len(ix.windows)))
 	for w := range accs {
-		accs[w] = imbalanceAcc{sum: make([][3]int64, p), cnt: make([][3]int, p), chunks: make([]int32, p)}
+		accs[w] = imbalanceAcc{sum: make([][3]sum128, p), cnt: make([][3]int, p), chunks: make([]int32, p)}
 	}
 	return accs, visit{want: ix.isReplayable, window: func(wk, k int) {
 		w, a := ix.windows[k], &accs[wk]
@@ -83,7 +83,7 @@ func imbalanceSums(ix *index) ([]imbalanceAcc, visit) {
 			if k < 0 || st < 0 || st >= p {
 				continue
 			}
-			a.sum[st][k] += opDur(t, i)
+			a.sum[st][k].add(opDur(t, i))
 			a.cnt[st][k]++
 			a.chunks[st] = max(a.chunks[st], t.Chunk[i]+1)
 		}
@@ -115,14 +115,18 @@ func imbalanceReplay(ix *index, rep *Report, accs []imbalanceAcc) replayPass {
 			busy[st] += float64(b)
 		}
 	}
-	// Durations are integer ns: per-worker int64 sums add up to the serial
-	// float64 sums exactly.
-	for w := range accs {
-		for st := range p {
-			for k := range 3 {
-				sum[st][k] += float64(accs[w].sum[st][k])
+	// Durations are integer ns, summed exactly (sum128): however the
+	// windows fell to the workers, the total is the same.
+	for st := range p {
+		for k := range 3 {
+			var tot sum128
+			for w := range accs {
+				tot.addSum(accs[w].sum[st][k])
 				cnt[st][k] += accs[w].cnt[st][k]
 			}
+			sum[st][k] = tot.float()
+		}
+		for w := range accs {
 			chunks[st] = max(chunks[st], accs[w].chunks[st])
 		}
 	}

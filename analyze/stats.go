@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/ppprof/ppprof/trace"
@@ -348,10 +349,10 @@ func distIn(ds, scratch []int64) Dist {
 	if n == 0 {
 		return Dist{}
 	}
-	var sum float64
+	var sum sum128 // exact, so the same in any order (the workers' lists come in any)
 	lo, hi := ds[0], ds[0]
 	for _, d := range ds {
-		sum += float64(d) // whole ns: exact in any order below 2^53
+		sum.add(d)
 		lo, hi = min(lo, d), max(hi, d)
 	}
 	below, mid := selectPair(ds, n/2, scratch)
@@ -364,7 +365,7 @@ func distIn(ds, scratch []int64) Dist {
 	if k > n/2 {
 		_, p95 = selectPair(ds, k, scratch)
 	}
-	return Dist{N: n, MeanMs: sum / float64(n) / 1e6, MedianMs: med / 1e6,
+	return Dist{N: n, MeanMs: sum.float() / float64(n) / 1e6, MedianMs: med / 1e6,
 		P95Ms: float64(p95) / 1e6, MinMs: float64(lo) / 1e6, MaxMs: float64(hi) / 1e6}
 }
 
@@ -444,4 +445,36 @@ func stepOverhead(ix *index, wins []statsWindow) []Overhead {
 		return cmp.Or(cmp.Compare(b.MeanMs, a.MeanMs), cmp.Compare(a.Kind, b.Kind))
 	})
 	return out
+}
+
+// sum128 is an exact sum of int64s (two's complement, 128 bits): unlike a
+// float64 sum, it does not depend on the order of the terms once they pass
+// 2^53 (a trace with a clock glitch: an op "started" in 1970 and ended
+// today).
+type sum128 struct {
+	hi int64
+	lo uint64
+}
+
+func (s *sum128) add(d int64) {
+	var c uint64
+	s.lo, c = bits.Add64(s.lo, uint64(d), 0)
+	s.hi += int64(c) + d>>63
+}
+
+// addSum adds another sum.
+func (s *sum128) addSum(o sum128) {
+	var c uint64
+	s.lo, c = bits.Add64(s.lo, o.lo, 0)
+	s.hi += o.hi + int64(c)
+}
+
+// float is the sum, rounded to float64 (exactly float64(sum) when it is
+// below 2^53 in magnitude, as a float64 sum would give).
+func (s sum128) float() float64 {
+	if s.hi < 0 {
+		lo, b := bits.Sub64(0, s.lo, 0)
+		return -(float64(-s.hi-int64(b))*0x1p64 + float64(lo))
+	}
+	return float64(s.hi)*0x1p64 + float64(s.lo)
 }
