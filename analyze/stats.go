@@ -121,7 +121,7 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	p := ix.p
 	durs := make([][3][]int64, p)
 	warm, cool, steady, wait := make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
-	exposed := map[boundaryKey]float64{}
+	exposedNs := map[boundaryKey]int64{}
 	var sumT int64
 	windows := 0
 	for w := range accs {
@@ -141,11 +141,18 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 			steady[st] += a.steady[st]
 			wait[st] += a.wait[st]
 		}
+		// Summed as integers, like the other times here: the same total
+		// however the windows fell to the workers (float64 sums of the
+		// workers' shares are not, past 2^53 ns).
 		for key, x := range a.exposed {
-			exposed[key] += float64(x)
+			exposedNs[key] += x
 		}
 		sumT += a.sumT
 		windows += a.windows
+	}
+	exposed := make(map[boundaryKey]float64, len(exposedNs))
+	for key, x := range exposedNs {
+		exposed[key] = float64(x)
 	}
 	rep.P2P.exposedNs = exposed
 	rep.P2P.windows = wins
