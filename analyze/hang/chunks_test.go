@@ -409,9 +409,7 @@ func TestRunChunksFileError(t *testing.T) {
 // DP and TP), diagnosed whole and in chunks every way chunkings splits
 // them, give the same report or both fail.
 func FuzzRunChunks(f *testing.F) {
-	f.Add(int64(1), []byte{})
-	f.Add(int64(2), []byte{0, 5, 0, 1, 9, 0, 2, 13, 3})
-	f.Add(int64(3), []byte{3, 2, 1, 4, 7, 2, 5, 1, 0, 6, 3, 9})
+	addMutationSeeds(f)
 	f.Add(int64(8), []byte{1, 0, 0, 1, 1, 0, 1, 2, 0, 1, 3, 0})
 	f.Fuzz(func(t *testing.T, seed int64, muts []byte) {
 		rng := rand.New(rand.NewSource(seed))

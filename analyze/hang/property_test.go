@@ -128,15 +128,21 @@ func TestRandomFaults(t *testing.T) {
 	t.Logf("verdicts: %v", verdictsSeen)
 }
 
+// addMutationSeeds adds the seeds of the fuzz targets that take a job's
+// seed and a mutation script (mutate).
+func addMutationSeeds(f *testing.F) {
+	f.Add(int64(1), []byte{})
+	f.Add(int64(2), []byte{0, 5, 0, 1, 9, 0, 2, 13, 3})
+	f.Add(int64(3), []byte{3, 2, 1, 4, 7, 2, 5, 1, 0, 6, 3, 9})
+	f.Add(int64(4), []byte{1, 0, 0, 1, 1, 0, 1, 2, 0, 1, 3, 0})
+}
+
 // FuzzRun mutates small simulated traces (dropping rows, nulling ends,
 // changing peers, labels and sizes) and checks that the analyzer never
 // fails on a trace that passes the validity gate and that its report keeps
 // the invariants.
 func FuzzRun(f *testing.F) {
-	f.Add(int64(1), []byte{})
-	f.Add(int64(2), []byte{0, 5, 0, 1, 9, 0, 2, 13, 3})
-	f.Add(int64(3), []byte{3, 2, 1, 4, 7, 2, 5, 1, 0, 6, 3, 9})
-	f.Add(int64(4), []byte{1, 0, 0, 1, 1, 0, 1, 2, 0, 1, 3, 0})
+	addMutationSeeds(f)
 	f.Fuzz(func(t *testing.T, seed int64, muts []byte) {
 		rng := rand.New(rand.NewSource(seed))
 		c := randomConfig(rng)
