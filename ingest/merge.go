@@ -46,7 +46,7 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 	// until their columns are dropped, which mergeCol does, collecting
 	// itself) and would make every string copied pay a write barrier: turn
 	// them off for the merge. A memory limit (GOMEMLIMIT) still applies.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer pauseGC().resume()
 	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/4), off: make([]int, len(parts)+1)}
 	if !returnMemory {
 		m.every = math.MaxInt64

@@ -93,7 +93,23 @@ func Open(paths []string, opt Options) (*Result, error) {
 
 	// 2. Read the files in parallel, handling each result in order: Arrow
 	// files into their rows of one trace where they can be counted first.
+	//
+	// The placed trace's columns are made before its files are decoded
+	// into them. A collection that allocation started would scan the fresh
+	// string columns while the files are decoded into them: the scan maps
+	// every untouched page to the kernel's shared zero page, and the
+	// decode's first store to it then faults again to copy it (a
+	// write-protect fault and a TLB shootdown on every core, per page:
+	// a fifth of the CPU of a whole read of a 4096-rank trace).
+	// Collections are off from before the columns are made until the
+	// files are decoded (pauseGC); a memory limit (GOMEMLIMIT, or the one
+	// ppprof sets) still applies, and the decode makes little garbage.
+	gc := pauseGC()
+	defer gc.resume()
 	big := placeRows(inputs)
+	if big == nil {
+		gc.resume()
+	}
 	if afterPlace != nil {
 		afterPlace()
 	}
@@ -124,6 +140,7 @@ func Open(paths []string, opt Options) (*Result, error) {
 		read = append(read, r.p)
 		return nil
 	})
+	gc.resume()
 	if err != nil {
 		return nil, err
 	}

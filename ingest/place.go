@@ -3,6 +3,8 @@ package ingest
 import (
 	"errors"
 	"os"
+	"runtime/debug"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ppprof/ppprof/trace"
@@ -158,4 +160,44 @@ func mergePlaced(t *trace.Trace, parts []*trace.Trace) (*trace.Trace, error) {
 	t.SortByRankSeq()
 	placedMerges.Add(1)
 	return t, nil
+}
+
+// Pausing the collector. debug.SetGCPercent is process-wide and Open may
+// run on several goroutines at once: the pauses are counted, the first
+// turns collections off and the last one to end restores the percentage
+// the first found.
+var gcPauses struct {
+	sync.Mutex
+	n       int
+	percent int
+}
+
+// gcPause is one pause of the collector; resume ends it once (later calls
+// do nothing).
+type gcPause struct{ resumed bool }
+
+// pauseGC turns collections off (debug.SetGCPercent(-1)) until every
+// pause has resumed. A memory limit (debug.SetMemoryLimit, GOMEMLIMIT)
+// still starts collections.
+func pauseGC() *gcPause {
+	gcPauses.Lock()
+	defer gcPauses.Unlock()
+	if gcPauses.n == 0 {
+		gcPauses.percent = debug.SetGCPercent(-1)
+	}
+	gcPauses.n++
+	return &gcPause{}
+}
+
+func (g *gcPause) resume() {
+	if g.resumed {
+		return
+	}
+	g.resumed = true
+	gcPauses.Lock()
+	defer gcPauses.Unlock()
+	gcPauses.n--
+	if gcPauses.n == 0 {
+		debug.SetGCPercent(gcPauses.percent)
+	}
 }

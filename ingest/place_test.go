@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
+	"sync"
 	"testing"
 
 	"github.com/ppprof/ppprof/sim"
@@ -402,4 +404,79 @@ func TestPlacedHugeRowCount(t *testing.T) {
 		t.Fatalf("OpenChunks: %v", err)
 	}
 	chunksBoth(t, "huge count, chunks", 0, dir)
+}
+
+// TestOpenPausesCollector: Open turns collections off while a placed
+// trace's files are decoded into it (place.go) and gives the collector's
+// percentage back as it found it: after a read, after a read that fails
+// once the rows are placed, and with reads on several goroutines at once
+// (the pauses are counted: an interleaving of save and restore pairs
+// would leave collections off).
+func TestOpenPausesCollector(t *testing.T) {
+	tr := fleetTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, DP: 2, MicroBatches: 4, Steps: 1, Seed: 3})
+	lz4 := func(r *trace.Trace) []byte {
+		return arrowStream(t, r, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 16})
+	}
+	good := t.TempDir()
+	writeRanks(t, good, tr, rankName, lz4)
+	bad := t.TempDir()
+	paths := writeRanks(t, bad, tr, rankName, lz4)
+	data, err := os.ReadFile(paths[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(data) / 2; i < len(data)/2+40; i++ {
+		data[i] ^= 0x5a
+	}
+	writeFile(t, bad, filepath.Base(paths[1]), data)
+
+	const percent = 137
+	defer debug.SetGCPercent(debug.SetGCPercent(percent))
+	check := func(what string) {
+		t.Helper()
+		if got := debug.SetGCPercent(percent); got != percent {
+			t.Errorf("%s: the collector's percentage is %d, want %d as before", what, got, percent)
+		}
+	}
+	before := placedMerges.Load()
+	if _, err := Open([]string{good}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if placedMerges.Load() == before {
+		t.Fatal("the files were not read in place: the pause is not exercised")
+	}
+	check("after a read")
+	afterPlace = func() {
+		if got := debug.SetGCPercent(-1); got != -1 {
+			t.Errorf("while the files are decoded: the collector's percentage is %d, want -1 (off)", got)
+		}
+	}
+	if _, err := Open([]string{bad}, Options{}); err == nil {
+		t.Fatal("a corrupt file read without error")
+	}
+	afterPlace = nil
+	check("after a failed read")
+
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			dir := good
+			if i%2 == 1 {
+				dir = bad
+			}
+			Open([]string{dir}, Options{})
+		})
+	}
+	wg.Wait()
+	check("after 8 reads at once")
+
+	// The pauses themselves: nested, ended out of order, ended twice.
+	a, b := pauseGC(), pauseGC()
+	a.resume()
+	a.resume()
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("one of two pauses ended: percentage %d, want -1", got)
+	}
+	b.resume()
+	check("both pauses ended")
 }
