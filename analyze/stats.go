@@ -60,8 +60,8 @@ type taggedIv struct {
 // integer nanoseconds, so adding the workers' shares gives the serial
 // result whatever the split.
 type statsAcc struct {
-	durs                     [][3][]int64 // [stage][F, B, W]
-	warm, cool, steady, wait []int64      // per stage
+	durs                     [][3]blockList // [stage][F, B, W]
+	warm, cool, steady, wait []int64        // per stage
 	sumT                     int64
 	windows                  int
 	exposed                  map[boundaryKey]int64
@@ -105,7 +105,7 @@ func statsVisit(ix *index, rep *Report) visit {
 	accs := make([]statsAcc, workers(len(ix.windows)))
 	for w := range accs {
 		a := &accs[w]
-		a.durs = make([][3][]int64, p)
+		a.durs = make([][3]blockList, p)
 		a.warm, a.cool, a.steady, a.wait = make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
 		a.exposed = map[boundaryKey]int64{}
 		a.sc = statsScratch{comp: make([][]interval, p), recv: make([][]taggedIv, p)}
@@ -119,7 +119,7 @@ func statsVisit(ix *index, rep *Report) visit {
 // statsFinish adds up the workers' shares.
 func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	p := ix.p
-	durs := make([][3][]int64, p)
+	durs := make([][3][][]int64, p) // the workers' blocks
 	warm, cool, steady, wait := make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
 	exposedNs := map[boundaryKey]int64{}
 	var sumT int64
@@ -128,13 +128,7 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 		a := &accs[w]
 		for st := range p {
 			for k := range 3 {
-				if w == 0 {
-					// The first worker's durations start the list (dist
-					// reorders it; the workers are done with theirs).
-					durs[st][k] = a.durs[st][k]
-					continue
-				}
-				durs[st][k] = append(durs[st][k], a.durs[st][k]...)
+				durs[st][k] = a.durs[st][k].blocks(durs[st][k])
 			}
 			warm[st] += a.warm[st]
 			cool[st] += a.cool[st]
@@ -165,9 +159,13 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	dists := make([]Dist, 3*p) // sorting is the costly part: stages and kinds in parallel
 	scratch := make([][]int64, workers(3*p))
 	forEach(3*p, func(w, x int) {
-		ds := durs[x/3][x%3]
-		scratch[w] = grow(scratch[w], len(ds))
-		dists[x] = distIn(ds, scratch[w])
+		bs := durs[x/3][x%3]
+		n := 0
+		for _, b := range bs {
+			n += len(b)
+		}
+		scratch[w] = grow(scratch[w], n)
+		dists[x] = distOf(bs, n, scratch[w])
 	})
 	for st := 0; st < p; st++ {
 		s := &rep.Stages[st]
@@ -211,7 +209,7 @@ func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
 				continue
 			}
 			sc.comp[st] = append(sc.comp[st], interval{s, e})
-			a.durs[st][k-trace.F] = append(a.durs[st][k-trace.F], e-s)
+			a.durs[st][k-trace.F].add(e - s)
 			continue
 		}
 		if inPipeline(k) || !k.Valid() {
@@ -352,17 +350,25 @@ func dist(ds []int64) Dist { return distIn(ds, make([]int64, len(ds))) }
 // distIn is dist with scratch memory for the selections (selectPair): at
 // least len(ds) values.
 func distIn(ds, scratch []int64) Dist {
-	n := len(ds)
+	one := [1][]int64{ds}
+	return distOf(one[:], len(ds), scratch)
+}
+
+// distOf is distIn of the n values of bs, one slice after the other (a
+// blockList's blocks), which it may reorder when there is one.
+func distOf(bs [][]int64, n int, scratch []int64) Dist {
 	if n == 0 {
 		return Dist{}
 	}
 	var sum sum128 // exact, so the same in any order (the workers' lists come in any)
-	lo, hi := ds[0], ds[0]
-	for _, d := range ds {
-		sum.add(d)
-		lo, hi = min(lo, d), max(hi, d)
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, ds := range bs {
+		for _, d := range ds {
+			sum.add(d)
+			lo, hi = min(lo, d), max(hi, d)
+		}
 	}
-	below, mid := selectPair(ds, n/2, scratch)
+	below, mid := selectPairIn(bs, n, n/2, scratch)
 	med := float64(mid)
 	if n%2 == 0 {
 		med = (float64(below) + med) / 2
@@ -370,7 +376,7 @@ func distIn(ds, scratch []int64) Dist {
 	k := max(int(math.Ceil(0.95*float64(n)))-1, 0)
 	p95 := mid
 	if k > n/2 {
-		_, p95 = selectPair(ds, k, scratch)
+		_, p95 = selectPairIn(bs, n, k, scratch)
 	}
 	return Dist{N: n, MeanMs: sum.float() / float64(n) / 1e6, MedianMs: med / 1e6,
 		P95Ms: float64(p95) / 1e6, MinMs: float64(lo) / 1e6, MaxMs: float64(hi) / 1e6}

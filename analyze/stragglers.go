@@ -300,12 +300,26 @@ const selectSample = 512
 // a small part of xs. When the bounds miss, it selects in xs itself.
 // Either way the values are exact.
 func selectPair[T cmp.Ordered](xs []T, k int, scratch []T) (below, at T) {
-	n := len(xs)
+	one := [1][]T{xs}
+	return selectPairIn(one[:], len(xs), k, scratch)
+}
+
+// selectPairIn is selectPair on the values of bs, n in all, one slice
+// after the other (a blockList's blocks). When the bounds miss, one
+// slice is reordered in place; more are first copied into scratch, and
+// bs is left as it was.
+func selectPairIn[T cmp.Ordered](bs [][]T, n, k int, scratch []T) (below, at T) {
 	if n >= 16*selectSample {
 		smp := scratch[:selectSample]
 		step := n / selectSample
+		b, off := 0, 0 // the slice holding value j*step, and where it starts
 		for j := range smp {
-			smp[j] = xs[j*step]
+			x := j * step
+			for x-off >= len(bs[b]) {
+				off += len(bs[b])
+				b++
+			}
+			smp[j] = bs[b][x-off]
 		}
 		slices.Sort(smp)
 		const slack = 24 // sample positions either side
@@ -313,13 +327,15 @@ func selectPair[T cmp.Ordered](xs []T, k int, scratch []T) (below, at T) {
 		lo, hi := smp[max(r-slack, 0)], smp[min(r+slack, selectSample-1)]
 		// Branch-free: whether x is below or within the bounds is a coin
 		// toss for half of xs.
-		in := scratch[:len(xs)]
+		in := scratch[:n]
 		less, m := 0, 0
-		for _, x := range xs {
-			in[m] = x
-			lt, gt := b2i(x < lo), b2i(x > hi)
-			less += lt
-			m += 1 - lt - gt
+		for _, xs := range bs {
+			for _, x := range xs {
+				in[m] = x
+				lt, gt := b2i(x < lo), b2i(x > hi)
+				less += lt
+				m += 1 - lt - gt
+			}
 		}
 		in = in[:m]
 		if kk := k - less; kk >= 0 && kk < len(in) && (k == 0 || kk > 0) {
@@ -328,6 +344,14 @@ func selectPair[T cmp.Ordered](xs []T, k int, scratch []T) (below, at T) {
 				below = slices.Max(in[:kk])
 			}
 			return below, at
+		}
+	}
+	xs := scratch[:0]
+	if len(bs) == 1 {
+		xs = bs[0]
+	} else {
+		for _, b := range bs {
+			xs = append(xs, b...)
 		}
 	}
 	at = selectKth(xs, k)

@@ -301,6 +301,22 @@ func TestSelectPair(t *testing.T) {
 		if hi != s[k] || lo != want {
 			t.Fatalf("case %d, n %d, k %d: got %d, %d, want %d, %d", it%5, n, k, lo, hi, want, s[k])
 		}
+		// The same values in blocks of random sizes (selectPairIn, as
+		// distOf reads a blockList), which must be left as they were.
+		var bs [][]int64
+		for rest := slices.Clone(xs); len(rest) > 0; {
+			m := min(len(rest), 1+rng.Intn(2*n/3+1))
+			bs = append(bs, rest[:m:m])
+			rest = rest[m:]
+		}
+		kept := slices.Concat(bs...)
+		lo, hi = selectPairIn(bs, n, k, make([]int64, n))
+		if hi != s[k] || lo != want {
+			t.Fatalf("case %d, n %d, k %d, %d blocks: got %d, %d, want %d, %d", it%5, n, k, len(bs), lo, hi, want, s[k])
+		}
+		if len(bs) > 1 && !slices.Equal(slices.Concat(bs...), kept) {
+			t.Fatalf("case %d, n %d, %d blocks: the blocks were reordered", it%5, n, len(bs))
+		}
 		fs := make([]float64, n)
 		for i, x := range xs {
 			fs[i] = float64(x) / 7
