@@ -279,6 +279,11 @@ type index struct {
 	groups   *opGroups       // newOpGroups' result, made once
 	onChunk  func(c, n int)  // called before forWindows loads chunk c of n
 	spare    *trace.Trace    // columns of a packed chunk done with, to unpack the next into
+	// The row array of the chunk at hand's windows (rowsInUse), and one
+	// done with, for the next chunk's (spareRows): recycled like spare,
+	// so the visits of a streamed trace do not fault in fresh memory for
+	// every chunk.
+	rowsInUse, spareRows []int
 	cols     trace.ColumnSet // the columns attach unpacks of a packed chunk (0: all; visitColumns)
 
 	// compCache and compGen: computeRows's per-worker lists (runPasses
@@ -512,6 +517,14 @@ func (ix *index) endVisit() { ix.compGen++ }
 // has one run per rank and step), so a group is looked up once per run, not
 // once per row; every group's rows share one backing array.
 func groupWindows(t *trace.Trace, opt Options) []*window {
+	ws, _ := groupWindowsIn(t, opt, nil)
+	return ws
+}
+
+// groupWindowsIn is groupWindows with the groups' rows in buf when it has
+// the capacity (else in a new array); it returns the array used, for the
+// next chunk once these groups are done with (index.spareRows).
+func groupWindowsIn(t *trace.Trace, opt Options, buf []int) ([]*window, []int) {
 	type key struct {
 		step int64
 		pipe int32
@@ -559,7 +572,7 @@ func groupWindows(t *trace.Trace, opt Options) []*window {
 		}
 		lo = hi
 	}
-	all := make([]int, total)
+	all := rowsBuf(buf, total)
 	off := 0
 	for id, g := range wins {
 		g.rows = all[off : off+sizes[id] : off+sizes[id]]
@@ -576,7 +589,16 @@ func groupWindows(t *trace.Trace, opt Options) []*window {
 	slices.SortFunc(wins, func(a, b *window) int {
 		return cmp.Or(cmp.Compare(a.step, b.step), cmp.Compare(a.pipeline, b.pipeline))
 	})
-	return wins
+	return wins, all
+}
+
+// rowsBuf is buf with n rows when it has the capacity, else a new array.
+// (Its rows are overwritten: they need not be zero.)
+func rowsBuf(buf []int, n int) []int {
+	if cap(buf) >= n {
+		return buf[:n]
+	}
+	return make([]int, n)
 }
 
 func countSteps(groups []*window) int {

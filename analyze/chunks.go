@@ -189,7 +189,8 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			tot.meta = t.Meta
 		}
 		tot.add(t)
-		ws := groupWindows(t, opt)
+		ws, rows := groupWindowsIn(t, opt, ix.spareRows)
+		ix.spareRows = nil
 		guess := max(tot.meta.PP, int(tot.maxStage)+1)
 		if n := workers(len(ws)); len(scratch) < n {
 			scratch = make([]measureScratch, n)
@@ -232,6 +233,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			for _, g := range ws {
 				g.rows, g.t = nil, nil
 			}
+			ix.spareRows = rows
 			// Nothing refers to a packed chunk's trace any more (the
 			// packed chunk shares only its strings' bytes): a source
 			// that recycles takes it back for the next chunk to be read
@@ -334,6 +336,7 @@ func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
 			if cs.packed != nil {
 				ix.spare = t
 			}
+			ix.spareRows, ix.rowsInUse = ix.rowsInUse, nil
 		}
 	}
 }
@@ -368,7 +371,8 @@ func (ix *index) attach(c int) error {
 			return err
 		}
 	}
-	ws := groupWindows(t, Options{Step: ix.opt.Step})
+	ws, rows := groupWindowsIn(t, Options{Step: ix.opt.Step}, ix.spareRows)
+	ix.spareRows, ix.rowsInUse = nil, rows
 	if t.Len() != cs.rows || len(ws) != len(cs.wins) {
 		return fmt.Errorf("chunk %d changed between reads: %d rows in %d windows, then %d rows in %d", c, cs.rows, len(cs.wins), t.Len(), len(ws))
 	}
@@ -420,7 +424,8 @@ func (ix *index) attachRuns(cs *chunkState, t *trace.Trace) bool {
 		}
 		total += g.size
 	}
-	all := make([]int, total)
+	all := rowsBuf(ix.spareRows, total)
+	ix.spareRows, ix.rowsInUse = nil, all
 	off := 0
 	for _, k := range cs.wins {
 		g := ix.windows[k]
