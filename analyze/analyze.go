@@ -273,18 +273,18 @@ type index struct {
 	opt      Options
 	chunks   []chunkState
 	tot      *scanTotals
-	p        int             // stages
-	windows  []*window       // (step, pipeline) groups in step, pipeline order
-	complete int             // windows whose events all ended
-	groups   *opGroups       // newOpGroups' result, made once
-	onChunk  func(c, n int)  // called before forWindows loads chunk c of n
-	spare    *trace.Trace    // columns of a packed chunk done with, to unpack the next into
+	p        int            // stages
+	windows  []*window      // (step, pipeline) groups in step, pipeline order
+	complete int            // windows whose events all ended
+	groups   *opGroups      // newOpGroups' result, made once
+	onChunk  func(c, n int) // called before forWindows loads chunk c of n
+	spare    *trace.Trace   // columns of a packed chunk done with, to unpack the next into
 	// The row array of the chunk at hand's windows (rowsInUse), and one
 	// done with, for the next chunk's (spareRows): recycled like spare,
 	// so the visits of a streamed trace do not fault in fresh memory for
 	// every chunk.
 	rowsInUse, spareRows []int
-	cols     trace.ColumnSet // the columns attach unpacks of a packed chunk (0: all; visitColumns)
+	cols                 trace.ColumnSet // the columns attach unpacks of a packed chunk (0: all; visitColumns)
 
 	// compCache and compGen: computeRows's per-worker lists (runPasses
 	// makes them; without, nothing is cached for chunks not kept).
