@@ -36,7 +36,7 @@ type Options struct {
 
 	// PackBytes, for RunChunks, is how many bytes of memory chunks not
 	// kept whole may take packed (trace.Pack: about 30 bytes per event
-	// instead of 158) between passes. A chunk is packed after its first
+	// instead of 122) between passes. A chunk is packed after its first
 	// read while the packed chunks fit, and then unpacked by each pass that
 	// needs its rows instead of read again: several times faster than
 	// decoding files. 0 packs none.

@@ -60,7 +60,7 @@ func mutate(tr *trace.Trace, script []byte) {
 		case 12:
 			tr.MemBytes[i] = v << 8
 		case 13:
-			tr.Shape[i] = [...]string{"", "4x8", "x", "1x1x1"}[script[3]%4]
+			tr.Shape[i] = trace.Intern([...]string{"", "4x8", "x", "1x1x1"}[script[3]%4])
 		case 14:
 			tr.Flops[i] = [...]float64{0, -1, math.NaN(), 1e12}[script[3]%4]
 		case 15:

@@ -108,15 +108,15 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 				key = "OPT#" + strconv.Itoa(optN)
 				optN++
 				op.waitSends = true
-			case k.IsCollective() && t.Group[i] != "":
-				grp := t.Group[i]
+			case k.IsCollective() && t.Group[i] != 0:
+				grp := t.Group[i].String()
 				if gs := t.GroupSeq[i]; gs != trace.NoGroupSeq {
 					key = "G" + grp + "#" + strconv.FormatInt(gs, 10)
 				} else {
 					key = "G" + grp + "@" + strconv.Itoa(groupN[grp])
 					groupN[grp]++
 				}
-			case t.Group[i] == "":
+			case t.Group[i] == 0:
 				if grp := implicitGroup(k, r); grp != "" {
 					key = grp + "@" + strconv.Itoa(groupN[grp])
 					groupN[grp]++

@@ -322,7 +322,7 @@ type p2pWinAcc struct {
 // trs (one window's transfers), boundaries in the order first met.
 func p2pWindowSends(t *trace.Trace, trs []transfer, p int, out []p2pWinAcc) []p2pWinAcc {
 	// Consecutive sends mostly carry the same shape: parse it once.
-	lastShape, lastDtype, lastV, lastOK := "", "", 0.0, false
+	lastShape, lastDtype, lastV, lastOK := trace.Str(0), trace.Str(0), 0.0, false
 	a := -1
 	for _, tr := range trs {
 		if tr.send < 0 {
@@ -352,7 +352,7 @@ func p2pWindowSends(t *trace.Trace, trs []transfer, p int, out []p2pWinAcc) []p2
 		}
 		if t.Shape[s] != lastShape || t.Dtype[s] != lastDtype {
 			lastShape, lastDtype = t.Shape[s], t.Dtype[s]
-			lastV, lastOK = payloadBytes(lastShape, lastDtype)
+			lastV, lastOK = payloadBytes(lastShape.String(), lastDtype.String())
 		}
 		if lastOK {
 			acc.shapeBytes += lastV

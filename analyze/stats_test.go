@@ -346,10 +346,10 @@ func TestStatsMemoryP2PWeirdTraces(t *testing.T) {
 	stray := &trace.Trace{Meta: trace.Meta{Schema: 1}}
 	add(stray, 0, 0, 0, 0, trace.F, 0, 0, ms)
 	statsP2P(stray, 0, 0, trace.RecvB, 99, 0, ms, 2*ms) // peer 99 never recorded anything
-	stray.Shape[stray.Len()-1], stray.Dtype[stray.Len()-1] = "12xbanana", "bf16"
+	stray.Shape[stray.Len()-1], stray.Dtype[stray.Len()-1] = trace.Intern("12xbanana"), trace.Intern("bf16")
 	add(stray, 0, 0, 0, 0, trace.B, 0, 2*ms, 2*ms)
 	statsP2P(stray, 0, 0, trace.SendF, 98, 3, 2*ms, trace.NoTime)
-	stray.Shape[stray.Len()-1], stray.Dtype[stray.Len()-1] = "99999999999x99999999999x99999999999", "fp32"
+	stray.Shape[stray.Len()-1], stray.Dtype[stray.Len()-1] = trace.Intern("99999999999x99999999999x99999999999"), trace.Intern("fp32")
 	add(stray, 2, 2, 0, 0, trace.W, 7, 5*ms, 4*ms) // ends before it starts
 
 	optOnly := &trace.Trace{Meta: trace.Meta{Schema: 1}}

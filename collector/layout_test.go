@@ -55,7 +55,7 @@ func TestCMemoryRing(t *testing.T) {
 	}
 	r.End(1) // after Close: the ring is freed; this must not touch it
 	tr, _, _ := readRank(t, r.Path())
-	if tr.Len() != 200 || tr.Shape[199] != "2x2" || tr.EndNs[199]-tr.StartNs[199] != 5 {
+	if tr.Len() != 200 || tr.Shape[199].String() != "2x2" || tr.EndNs[199]-tr.StartNs[199] != 5 {
 		t.Errorf("%d rows, last %+v", tr.Len(), tr.At(tr.Len()-1))
 	}
 }

@@ -78,13 +78,13 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 
 	// 2. Collective end-time differences between domains.
 	type ckey struct {
-		group string
+		group trace.Str
 		seq   int64
 	}
 	ends := map[ckey]map[int]int64{} // key -> domain -> end
 	ordinal := map[[2]any]int64{}
 	for i := 0; i < t.Len(); i++ {
-		if !t.Kind[i].IsCollective() || t.Group[i] == "" || t.EndNs[i] == trace.NoTime {
+		if !t.Kind[i].IsCollective() || t.Group[i] == 0 || t.EndNs[i] == trace.NoTime {
 			continue
 		}
 		d, ok := domainOf[t.Rank[i]]

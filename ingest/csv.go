@@ -160,12 +160,12 @@ func WriteCSV(w io.Writer, t *trace.Trace) error {
 		rec[trace.ColEndNs] = tm(t.EndNs[i])
 		rec[trace.ColPeer] = i64(int64(t.Peer[i]))
 		rec[trace.ColBytes] = i64(t.Bytes[i])
-		rec[trace.ColShape] = t.Shape[i]
-		rec[trace.ColDtype] = t.Dtype[i]
+		rec[trace.ColShape] = t.Shape[i].String()
+		rec[trace.ColDtype] = t.Dtype[i].String()
 		rec[trace.ColTokens] = i64(t.Tokens[i])
 		rec[trace.ColFlops] = strconv.FormatFloat(t.Flops[i], 'g', -1, 64)
 		rec[trace.ColMemBytes] = i64(t.MemBytes[i])
-		rec[trace.ColGroup] = t.Group[i]
+		rec[trace.ColGroup] = t.Group[i].String()
 		rec[trace.ColGroupSeq] = i64(t.GroupSeq[i])
 		if err := cw.Write(rec); err != nil {
 			return err

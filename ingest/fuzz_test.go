@@ -27,7 +27,7 @@ func addFixtureSeeds(f *testing.F, names ...string) {
 // does not always read back as written ("\r\n" becomes "\n").
 func hasCR(t *trace.Trace) bool {
 	for i := 0; i < t.Len(); i++ {
-		if strings.ContainsRune(t.Shape[i], '\r') || strings.ContainsRune(t.Dtype[i], '\r') {
+		if strings.ContainsRune(t.Shape[i].String(), '\r') || strings.ContainsRune(t.Dtype[i].String(), '\r') {
 			return true
 		}
 	}

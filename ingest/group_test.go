@@ -39,7 +39,7 @@ func TestGroupColumns(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range c.groups {
-				if tr.Group[i] != c.groups[i] || tr.GroupSeq[i] != c.seqs[i] {
+				if tr.Group[i].String() != c.groups[i] || tr.GroupSeq[i] != c.seqs[i] {
 					t.Errorf("row %d: group %q seq %d, want %q %d", i, tr.Group[i], tr.GroupSeq[i], c.groups[i], c.seqs[i])
 				}
 			}

@@ -55,11 +55,9 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 	for i, p := range parts {
 		m.off[i+1] = m.off[i] + p.Len()
 	}
-	// Strings first: once they are merged, what the collections scan
-	// (pointers) is only the merged trace's.
-	out.Shape = mergeCol(m, func(t *trace.Trace) *[]string { return &t.Shape })
-	out.Dtype = mergeCol(m, func(t *trace.Trace) *[]string { return &t.Dtype })
-	out.Group = mergeCol(m, func(t *trace.Trace) *[]string { return &t.Group })
+	out.Shape = mergeCol(m, func(t *trace.Trace) *[]trace.Str { return &t.Shape })
+	out.Dtype = mergeCol(m, func(t *trace.Trace) *[]trace.Str { return &t.Dtype })
+	out.Group = mergeCol(m, func(t *trace.Trace) *[]trace.Str { return &t.Group })
 	out.Step = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.Step })
 	out.Seq = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.Seq })
 	out.IssueNs = mergeCol(m, func(t *trace.Trace) *[]int64 { return &t.IssueNs })
@@ -92,7 +90,7 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 const mergeReturnBytes = 512 << 20
 
 // rowBytes is the size of one row of trace.Trace's columns.
-const rowBytes = 158
+const rowBytes = 122
 
 // colMerger tracks the column bytes freed since they were last returned.
 type colMerger struct {

@@ -503,8 +503,8 @@ func timelineJSON(t *trace.Trace, tl *timeline) ([]byte, error) {
 		o.Rank = append(o.Rank, int32(t.Rank[i]))
 		o.Chunk = append(o.Chunk, t.Chunk[i])
 		o.Bytes = append(o.Bytes, t.Bytes[i])
-		o.Shape = append(o.Shape, intern(shapes, &d.Shapes, t.Shape[i]))
-		o.Dtype = append(o.Dtype, intern(dtypes, &d.Dtypes, t.Dtype[i]))
+		o.Shape = append(o.Shape, intern(shapes, &d.Shapes, t.Shape[i].String()))
+		o.Dtype = append(o.Dtype, intern(dtypes, &d.Dtypes, t.Dtype[i].String()))
 		o.Pending = append(o.Pending, b2u(b.Pending))
 		o.Wait = append(o.Wait, b2u(wait))
 	}

@@ -191,8 +191,8 @@ func TestHTMLEscapesTraceStrings(t *testing.T) {
 	tr.Meta.Extra = map[string]string{"note": `"><svg onload=alert(3)>`, `<b>key</b>`: "v"}
 	for i := range tr.Shape {
 		if tr.Kind[i].IsP2P() {
-			tr.Shape[i] = `</script><script>alert("shape")</script>`
-			tr.Dtype[i] = `"><iframe src="https://example.com/x"></iframe>`
+			tr.Shape[i] = trace.Intern(`</script><script>alert("shape")</script>`)
+			tr.Dtype[i] = trace.Intern(`"><iframe src="https://example.com/x"></iframe>`)
 		}
 	}
 	rep, err := analyze.Run(tr, analyze.Options{Step: analyze.AllSteps})

@@ -214,11 +214,11 @@ func writePerfettoEvents(pw *perfettoWriter, t *trace.Trace) {
 		if t.Bytes[i] != 0 {
 			args["bytes"] = t.Bytes[i]
 		}
-		if t.Shape[i] != "" {
-			args["shape"] = t.Shape[i]
+		if t.Shape[i] != 0 {
+			args["shape"] = t.Shape[i].String()
 		}
-		if t.Dtype[i] != "" {
-			args["dtype"] = t.Dtype[i]
+		if t.Dtype[i] != 0 {
+			args["dtype"] = t.Dtype[i].String()
 		}
 		if t.Tokens[i] != 0 {
 			args["tokens"] = t.Tokens[i]

@@ -9,9 +9,9 @@ import (
 )
 
 // Packed is a Trace held compactly: its rows in blocks of PackBlockRows,
-// each column of a block stored in the narrowest of a few encodings, the
-// strings as per-block dictionaries. A fleet job's rows take about a fifth
-// of the columns' 158 bytes (docs/performance.md, "Memory"). Packed keeps a
+// each column of a block stored in the narrowest of a few encodings (the
+// string columns' ids, Str, like the integers). A fleet job's rows take about a fifth
+// of the columns' 122 bytes (docs/performance.md, "Memory"). Packed keeps a
 // trace that is read again and again (analyze's visits of a streamed
 // trace) without decoding its files each time: Unpack gives the columns
 // back, bit for bit, several times faster than decoding Arrow.
@@ -39,7 +39,6 @@ const PackBlockRows = 4096
 
 type packedBlock struct {
 	data []byte
-	strs []string // this block's distinct strings, of every string column
 	hdr  [NumColumns]colHdr
 }
 
@@ -77,39 +76,23 @@ var refCol = func() (r [NumColumns]int8) {
 var unpackOrder = [...]int{
 	ColRank, ColPipeline, ColStage, ColTPRank, ColChunk, ColStep, ColMicroBatch,
 	ColKind, ColSeq, ColStartNs, ColIssueNs, ColEndNs, ColPeer, ColBytes,
-	ColTokens, ColFlops, ColMemBytes, ColGroupSeq,
-}
-
-// stringCols are the string columns, stored as per-block dictionaries.
-var stringCols = [...]int{ColShape, ColDtype, ColGroup}
-
-// stringCol returns string column c of t.
-func stringCol(t *Trace, c int) *[]string {
-	switch c {
-	case ColShape:
-		return &t.Shape
-	case ColDtype:
-		return &t.Dtype
-	}
-	return &t.Group
+	ColTokens, ColFlops, ColMemBytes, ColGroupSeq, ColShape, ColDtype, ColGroup,
 }
 
 // Len returns the number of events.
 func (p *Packed) Len() int { return p.n }
 
-// Bytes returns the memory p holds, in bytes: payloads, headers and the
-// string headers of the dictionaries (the strings' bytes are shared with
-// the trace p was packed from and not counted).
+// Bytes returns the memory p holds, in bytes: payloads and headers.
 func (p *Packed) Bytes() int64 {
 	n := int64(unsafe.Sizeof(*p)) + int64(cap(p.blocks))*int64(unsafe.Sizeof(packedBlock{}))
 	for i := range p.blocks {
 		b := &p.blocks[i]
-		n += int64(cap(b.data)) + int64(cap(b.strs))*int64(unsafe.Sizeof(""))
+		n += int64(cap(b.data))
 	}
 	return n
 }
 
-// Pack returns t packed. t is not changed; the Packed shares its strings.
+// Pack returns t packed. t is not changed.
 // Blocks are packed on every core.
 func Pack(t *Trace) *Packed {
 	n := t.Len()
@@ -247,9 +230,8 @@ func asInt64(f []float64) []int64 {
 
 // packScratch is one worker's room to pack a block in.
 type packScratch struct {
-	codes [PackBlockRows]int64
-	tmp   [PackBlockRows]uint64
-	buf   []byte
+	tmp [PackBlockRows]uint64
+	buf []byte
 }
 
 var packScratchPool = sync.Pool{New: func() any {
@@ -261,7 +243,6 @@ var packScratchPool = sync.Pool{New: func() any {
 // packBlock packs rows [lo, hi) of t.
 func packBlock(t *Trace, lo, hi int) packedBlock {
 	var blk packedBlock
-	m := hi - lo
 	ps := packScratchPool.Get().(*packScratch)
 	defer packScratchPool.Put(ps)
 	buf := ps.buf[:0]
@@ -284,56 +265,11 @@ func packBlock(t *Trace, lo, hi int) packedBlock {
 	h[ColFlops], buf = encodeInts(asInt64(t.Flops[lo:hi]), nil, false, u, buf)
 	h[ColMemBytes], buf = encodeInts(t.MemBytes[lo:hi], nil, true, u, buf)
 	h[ColGroupSeq], buf = encodeInts(t.GroupSeq[lo:hi], nil, true, u, buf)
-	for _, c := range stringCols {
-		blk.strs = stringCodes((*stringCol(t, c))[lo:hi], blk.strs, ps.codes[:m])
-		blk.hdr[c], buf = encodeInts(ps.codes[:m], nil, false, &ps.tmp, buf)
-	}
+	h[ColShape], buf = encodeInts(t.Shape[lo:hi], nil, false, u, buf)
+	h[ColDtype], buf = encodeInts(t.Dtype[lo:hi], nil, false, u, buf)
+	h[ColGroup], buf = encodeInts(t.Group[lo:hi], nil, false, u, buf)
 	blk.data = append([]byte(nil), buf...)
-	if len(blk.strs) < cap(blk.strs) {
-		blk.strs = append([]string(nil), blk.strs...)
-	}
 	return blk
-}
-
-// stringCodes sets codes[i] to the index of s[i] in strs, appending the
-// strings not there yet, and returns strs.
-func stringCodes(s []string, strs []string, codes []int64) []string {
-	var index map[string]int64
-	last, lastCode := "", int64(-1)
-	for i, v := range s {
-		if lastCode >= 0 && len(v) == len(last) && (unsafe.StringData(v) == unsafe.StringData(last) || v == last) {
-			codes[i] = lastCode
-			continue
-		}
-		code := int64(-1)
-		if index != nil {
-			if c, ok := index[v]; ok {
-				code = c
-			}
-		} else {
-			for k, x := range strs {
-				if x == v {
-					code = int64(k)
-					break
-				}
-			}
-		}
-		if code < 0 {
-			code = int64(len(strs))
-			strs = append(strs, v)
-			if index != nil {
-				index[v] = code
-			} else if len(strs) > 16 {
-				index = make(map[string]int64, 64)
-				for k, x := range strs {
-					index[x] = int64(k)
-				}
-			}
-		}
-		codes[i] = code
-		last, lastCode = v, code
-	}
-	return strs
 }
 
 // width returns the bytes per row that hold spans up to span.
@@ -355,7 +291,7 @@ func width(span uint64) uint8 {
 // stored against, or nil; delta: whether to try deltas, for the columns
 // that count up), appends its payload to buf and returns its header. tmp
 // is scratch.
-func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, delta bool, tmp *[PackBlockRows]uint64, buf []byte) (colHdr, []byte) {
+func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, tmp *[PackBlockRows]uint64, buf []byte) (colHdr, []byte) {
 	h := colHdr{off: int32(len(buf)), enc: encFOR}
 	n := len(v)
 	if n == 0 {
@@ -415,7 +351,7 @@ func encodeInts[T ~int32 | ~int64 | ~uint16](v, ref []T, delta bool, tmp *[PackB
 // (as int64, wrapping). Four rows a step, in independent chains: this is
 // the first read of each column of a block, which the rest of encodeInts
 // then finds in the cache.
-func spans[T ~int32 | ~int64 | ~uint16](v []T, delta bool) (lo, hi, dlo, dhi int64) {
+func spans[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, delta bool) (lo, hi, dlo, dhi int64) {
 	n := len(v)
 	lo, hi = int64(v[0]), int64(v[0])
 	if !delta || n < 2 {
@@ -456,7 +392,7 @@ func spans[T ~int32 | ~int64 | ~uint16](v []T, delta bool) (lo, hi, dlo, dhi int
 }
 
 // putFOR appends v[i] - base, each in w bytes, little-endian.
-func putFOR[T ~int32 | ~int64 | ~uint16](buf []byte, w uint8, v []T, base uint64) []byte {
+func putFOR[T ~int32 | ~int64 | ~uint16 | ~uint32](buf []byte, w uint8, v []T, base uint64) []byte {
 	off := len(buf)
 	buf = append(buf, make([]byte, int(w)*len(v))...)
 	p := buf[off:]
@@ -485,7 +421,7 @@ func putFOR[T ~int32 | ~int64 | ~uint16](buf []byte, w uint8, v []T, base uint64
 // smallDict returns the distinct values of v, in order of first
 // appearance, and sets codes[i] to v[i]'s index among them, when there are
 // at most 256 distinct values.
-func smallDict[T ~int32 | ~int64 | ~uint16](v []T, codes []uint64) ([]int64, bool) {
+func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64) ([]int64, bool) {
 	const slots = 1024 // open addressing, at most a quarter full
 	var keys [slots]int64
 	var code [slots]int16 // 1 + index in dict; 0: empty
@@ -601,25 +537,19 @@ func (b *packedBlock) unpack(dst *Trace, lo, hi int, cols ColumnSet) {
 			decodeInto(dst.MemBytes[lo:hi], h, b.data, nil)
 		case ColGroupSeq:
 			decodeInto(dst.GroupSeq[lo:hi], h, b.data, nil)
-		}
-	}
-	for _, c := range stringCols {
-		if !cols.Has(c) {
-			continue
-		}
-		codes := tmp[:m]
-		decodeInto(codes, &b.hdr[c], b.data, nil)
-		out := (*stringCol(dst, c))[lo:hi]
-		strs := b.strs
-		for i, k := range codes {
-			out[i] = strs[k]
+		case ColShape:
+			decodeInto(dst.Shape[lo:hi], h, b.data, nil)
+		case ColDtype:
+			decodeInto(dst.Dtype[lo:hi], h, b.data, nil)
+		case ColGroup:
+			decodeInto(dst.Group[lo:hi], h, b.data, nil)
 		}
 	}
 }
 
 // decodeInto writes the values h stores in data into dst (ref: the
 // column's reference for encRef, as int64).
-func decodeInto[T ~int32 | ~int64 | ~uint16](dst []T, h *colHdr, data []byte, ref []int64) {
+func decodeInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, h *colHdr, data []byte, ref []int64) {
 	p := data[h.off:]
 	base := uint64(h.base)
 	switch h.enc {
@@ -654,7 +584,7 @@ func decodeInto[T ~int32 | ~int64 | ~uint16](dst []T, h *colHdr, data []byte, re
 // For T narrower than 64 bits the sums wrap at T's size, which is right:
 // the values were T's to begin with. (encDelta and encRef add on top of
 // the wrapped sums, which wrap the same way.)
-func forInto[T ~int32 | ~int64 | ~uint16](dst []T, p []byte, w uint8, base uint64) {
+func forInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, w uint8, base uint64) {
 	switch w {
 	case 0:
 		v := T(base)

@@ -23,13 +23,13 @@ type Trace struct {
 	EndNs      []int64 // NoTime when null
 	Peer       []Rank  // NoRank when not a P2P op
 	Bytes      []int64
-	Shape      []string
-	Dtype      []string
+	Shape      []Str // interned strings (Str): "" when unknown
+	Dtype      []Str
 	Tokens     []int64
 	Flops      []float64
 	MemBytes   []int64
-	Group      []string // process group of a collective or P2P op ("" when none)
-	GroupSeq   []int64  // the op's sequence number within Group; NoGroupSeq when unknown
+	Group      []Str   // process group of a collective or P2P op ("" when none)
+	GroupSeq   []int64 // the op's sequence number within Group; NoGroupSeq when unknown
 }
 
 // Event is one row of a Trace, for code that builds traces row by row or
@@ -111,12 +111,12 @@ func (t *Trace) Append(e Event) {
 	t.EndNs = append(t.EndNs, e.EndNs)
 	t.Peer = append(t.Peer, e.Peer)
 	t.Bytes = append(t.Bytes, e.Bytes)
-	t.Shape = append(t.Shape, e.Shape)
-	t.Dtype = append(t.Dtype, e.Dtype)
+	t.Shape = append(t.Shape, Intern(e.Shape))
+	t.Dtype = append(t.Dtype, Intern(e.Dtype))
 	t.Tokens = append(t.Tokens, e.Tokens)
 	t.Flops = append(t.Flops, e.Flops)
 	t.MemBytes = append(t.MemBytes, e.MemBytes)
-	t.Group = append(t.Group, e.Group)
+	t.Group = append(t.Group, Intern(e.Group))
 	t.GroupSeq = append(t.GroupSeq, e.GroupSeq)
 }
 
@@ -137,12 +137,12 @@ func (t *Trace) At(i int) Event {
 		EndNs:      t.EndNs[i],
 		Peer:       t.Peer[i],
 		Bytes:      t.Bytes[i],
-		Shape:      t.Shape[i],
-		Dtype:      t.Dtype[i],
+		Shape:      t.Shape[i].String(),
+		Dtype:      t.Dtype[i].String(),
 		Tokens:     t.Tokens[i],
 		Flops:      t.Flops[i],
 		MemBytes:   t.MemBytes[i],
-		Group:      t.Group[i],
+		Group:      t.Group[i].String(),
 		GroupSeq:   t.GroupSeq[i],
 	}
 }

@@ -104,7 +104,7 @@ func TestValidate(t *testing.T) {
 		})
 	}
 	withGroup := good()
-	withGroup.Group[1], withGroup.GroupSeq[1] = "pp", 0
+	withGroup.Group[1], withGroup.GroupSeq[1] = Intern("pp"), 0
 	if err := withGroup.Validate(); err != nil {
 		t.Errorf("group and group_seq 0 rejected: %v", err)
 	}

@@ -253,8 +253,8 @@ func (s *streamer) add(c int, t *trace.Trace) error {
 	// hold, collective rows of named groups, the first P2P row of each
 	// named group, optimizer steps.
 	localGrouped, localP2P := true, false
-	lastGroup := ""
-	var groupsSeen map[string]bool
+	lastGroup := trace.Str(0)
+	var groupsSeen map[trace.Str]bool
 	for i, k := range t.Kind {
 		switch {
 		case k.IsP2P():
@@ -263,12 +263,12 @@ func (s *streamer) add(c int, t *trace.Trace) error {
 				s.res.add(t, i, key(i))
 			}
 			g := t.Group[i]
-			if g == "" {
+			if g == 0 {
 				localGrouped = false
 			} else if g != lastGroup {
 				lastGroup = g
 				if groupsSeen == nil {
-					groupsSeen = map[string]bool{}
+					groupsSeen = map[trace.Str]bool{}
 				}
 				if !groupsSeen[g] {
 					groupsSeen[g] = true
@@ -276,7 +276,7 @@ func (s *streamer) add(c int, t *trace.Trace) error {
 				}
 			}
 		case k.IsCollective():
-			if t.Group[i] != "" {
+			if t.Group[i] != 0 {
 				keep = append(keep, int32(i))
 			}
 		case isOpt(k):
@@ -416,7 +416,7 @@ func (s *streamer) matchRows(a *analysis, t *trace.Trace, byGroup bool, key func
 	if !byGroup && p2pGroups(t) {
 		// match decides by the rows: hand it rows without groups.
 		c := *t
-		c.Group = make([]string, t.Len())
+		c.Group = make([]trace.Str, t.Len())
 		tt = &c
 	}
 	b := &analysis{t: tt, opt: a.opt, rep: &Report{}, ranks: a.ranks}
@@ -502,13 +502,13 @@ func (s *streamer) answerOrder(b *analysis, sr, rr int) {
 // rank pair has channels in several groups.
 func channelFirsts(t *trace.Trace, chans []channel, byGroup bool) ([]int32, bool, error) {
 	type id struct {
-		g        string
+		g        trace.Str
 		src, dst trace.Rank
 	}
 	type side struct {
 		peer  trace.Rank
 		recv  bool
-		g     string
+		g     trace.Str
 		first int32
 	}
 	first := map[id]int32{}
@@ -535,7 +535,7 @@ func channelFirsts(t *trace.Trace, chans []channel, byGroup bool) ([]int32, bool
 		if !k.IsP2P() {
 			continue
 		}
-		g := ""
+		g := trace.Str(0)
 		if byGroup {
 			g = group[i]
 		}

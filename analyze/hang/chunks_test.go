@@ -66,7 +66,7 @@ func (rc *rankChunks) Recycle(t *trace.Trace) {
 	for i := range t.Len() {
 		t.Rank[i], t.Pipeline[i], t.Stage[i], t.Step[i], t.MicroBatch[i] = 7, 7, 7, 7, 7
 		t.Kind[i], t.Seq[i], t.StartNs[i], t.EndNs[i], t.IssueNs[i] = trace.F, 0, 1, 2, 0
-		t.Peer[i], t.Bytes[i], t.Flops[i], t.Shape[i], t.Group[i], t.Dtype[i] = 3, 1, 1, "junk", "junk", "junk"
+		t.Peer[i], t.Bytes[i], t.Flops[i], t.Shape[i], t.Group[i], t.Dtype[i] = 3, 1, 1, trace.Intern("junk"), trace.Intern("junk"), trace.Intern("junk")
 	}
 }
 

@@ -85,9 +85,10 @@ type rankGroup struct {
 // the report.
 type collState struct {
 	names      []string // group names, by gid
-	gidOf      map[string]int32
-	hasP2P     []bool         // per gid: P2P ops use the group too (its progress counters then mix P2P and collective sequence numbers)
-	members    [][]trace.Rank // per gid, increasing
+	gidOf      map[trace.Str]int32
+	gidByName  map[string]int32 // gidOf by the group's name
+	hasP2P     []bool           // per gid: P2P ops use the group too (its progress counters then mix P2P and collective sequence numbers)
+	members    [][]trace.Rank   // per gid, increasing
 	colls      []coll
 	collOf     map[collKey]int32
 	collRow    map[int32]int32 // collective row -> index in colls
@@ -139,13 +140,14 @@ func (a *analysis) matchCollectives() {
 	}
 
 	// 1. Groups and sequence numbers.
-	cs := &collState{gidOf: map[string]int32{}}
-	intern := func(g string) int32 {
+	cs := &collState{gidOf: map[trace.Str]int32{}, gidByName: map[string]int32{}}
+	intern := func(g trace.Str) int32 {
 		id, ok := cs.gidOf[g]
 		if !ok {
 			id = int32(len(cs.names))
 			cs.gidOf[g] = id
-			cs.names = append(cs.names, g)
+			cs.gidByName[g.String()] = id
+			cs.names = append(cs.names, g.String())
 			cs.hasP2P = append(cs.hasP2P, false)
 		}
 		return id
@@ -157,7 +159,7 @@ func (a *analysis) matchCollectives() {
 			continue
 		}
 		g := t.Group[i]
-		if g == "" {
+		if g == 0 {
 			continue
 		}
 		switch {
@@ -192,7 +194,7 @@ func (a *analysis) matchCollectives() {
 	seen := make([]map[trace.Rank]bool, len(cs.names))
 	last := trace.NoRank
 	for i := 0; i < t.Len(); i++ {
-		if !t.Kind[i].IsCollective() || t.Group[i] == "" {
+		if !t.Kind[i].IsCollective() || t.Group[i] == 0 {
 			continue
 		}
 		r := t.Rank[i]
@@ -415,7 +417,7 @@ func (a *analysis) collDisagree(c *coll) (MismatchKind, string, []trace.Rank) {
 	if k == trace.Collective {
 		return "", "", nil
 	}
-	by, order = split(func(i int32) (string, bool) { return t.Dtype[i], t.Dtype[i] != "" })
+	by, order = split(func(i int32) (string, bool) { return t.Dtype[i].String(), t.Dtype[i] != 0 })
 	if len(order) > 1 {
 		d, sus := describe(by, order)
 		return CollectiveDtypeMismatch, fmt.Sprintf("members of %s disagree on its dtype: %s", name, d), sus
@@ -431,7 +433,7 @@ func (a *analysis) collDisagree(c *coll) (MismatchKind, string, []trace.Rank) {
 		if bytes {
 			return fmt.Sprintf("%d bytes", t.Bytes[i]), t.Bytes[i] > 0
 		}
-		return "shape " + t.Shape[i], t.Shape[i] != ""
+		return "shape " + t.Shape[i].String(), t.Shape[i] != 0
 	})
 	if len(order) > 1 {
 		d, sus := describe(by, order)

@@ -76,7 +76,7 @@ func (a *analysis) resolveProgress() {
 		if g, ok := a.opt.Groups[key]; ok && slices.Contains(g.Ranks, r) {
 			return key
 		}
-		if gid, ok := cs.gidOf[key]; ok && slices.Contains(cs.members[gid], r) {
+		if gid, ok := cs.gidByName[key]; ok && slices.Contains(cs.members[gid], r) {
 			return key
 		}
 		return ""
@@ -146,7 +146,7 @@ func (a *analysis) resolveProgress() {
 		for _, key := range slices.Sorted(maps.Keys(prog)) {
 			p := prog[key]
 			name := read(r, key)
-			if gid, ok := cs.gidOf[name]; ok && name != "" && !cs.hasP2P[gid] {
+			if gid, ok := cs.gidByName[name]; ok && name != "" && !cs.hasP2P[gid] {
 				cs.progress[rankGroup{r, gid}] = p
 			}
 		}

@@ -139,7 +139,7 @@ func TestCollectiveDisagreement(t *testing.T) {
 		collOp(0, 0, trace.Broadcast, "g", 1, 64, 0, 0, 1),
 		collOp(1, 0, trace.Broadcast, "g", 1, 64, 0, 0, 1),
 	)
-	dtypes.Dtype[1] = "fp32"
+	dtypes.Dtype[1] = trace.Intern("fp32")
 	rep = run(t, dtypes, hang.Options{})
 	m := findMismatch(rep, hang.CollectiveDtypeMismatch)
 	if m == nil || m.Suspect != trace.NoRank || !slices.Equal(rep.RootCause.Candidates, ranks(0, 1)) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -121,7 +120,7 @@ func p2pGroups(t *trace.Trace) bool {
 	found := false
 	for i, k := range t.Kind {
 		if k.IsP2P() {
-			if t.Group[i] == "" {
+			if t.Group[i] == 0 {
 				return false
 			}
 			found = true
@@ -193,8 +192,8 @@ type matcher struct {
 	free  []int32
 	// Group indices (first-appearance order over the P2P rows), when
 	// channels are per group.
-	groupOf   map[string]uint32
-	lastGroup string
+	groupOf   map[trace.Str]uint32
+	lastGroup trace.Str
 	lastGID   uint32
 	// Ranks are scanned in batches along their chains (match); visited
 	// marks those scanned, succ collects the unvisited ranks the current
@@ -241,7 +240,7 @@ func (a *analysis) match() {
 	m.visited = make([]bool, len(a.ranks))
 	a.p2pByGroup = m.byGroup
 	if m.byGroup {
-		m.groupOf = map[string]uint32{}
+		m.groupOf = map[trace.Str]uint32{}
 		a.p2pGroupOf = m.groupOf
 	}
 	next := 0 // the lowest rank not visited
@@ -389,7 +388,7 @@ func (m *matcher) scanFast(r trace.Rank, lo, hi int) {
 			// The common case, a pair that agrees on everything, with one
 			// test (of a send and a receive, the receive's kind is the
 			// send's with the low bit set).
-			if differ(step[j], step[q], mb[j], mb[q], bytes[j], bytes[q], &shape[j], &shape[q], &dtype[j], &dtype[q]) || k^kind[q] != 1 {
+			if differ(step[j], step[q], mb[j], mb[q], bytes[j], bytes[q], shape[j], shape[q], dtype[j], dtype[q]) || k^kind[q] != 1 {
 				if k&1 != 0 {
 					m.check(sd.ch, q, row)
 				} else {
@@ -546,7 +545,7 @@ func (m *matcher) check(c, s, r int32) {
 
 // gid returns 1 + the index of group g among the groups of the P2P rows in
 // row order (at most maxGroupID).
-func (m *matcher) gid(g string) uint32 {
+func (m *matcher) gid(g trace.Str) uint32 {
 	if g != m.lastGroup || m.lastGID == 0 {
 		id, ok := m.groupOf[g]
 		if !ok {
@@ -559,15 +558,10 @@ func (m *matcher) gid(g string) uint32 {
 }
 
 // differ reports whether a pair's steps, micro-batches, byte counts,
-// shapes or dtypes differ, in one test. Strings count as the same when
-// they are the same bytes in memory (same length and data): strings read
-// from a file are interned (one copy per value), so equal ones mostly
-// are; for the others check compares the bytes.
-func differ(s1, s2 int64, m1, m2 trace.MicroBatch, b1, b2 int64, sh1, sh2, dt1, dt2 *string) bool {
-	x := uint64(s1^s2) | uint64(m1^m2) | uint64(b1^b2) |
-		uint64(uintptr(unsafe.Pointer(unsafe.StringData(*sh1)))^uintptr(unsafe.Pointer(unsafe.StringData(*sh2)))) |
-		uint64(uintptr(unsafe.Pointer(unsafe.StringData(*dt1)))^uintptr(unsafe.Pointer(unsafe.StringData(*dt2)))) |
-		uint64(len(*sh1)^len(*sh2)) | uint64(len(*dt1)^len(*dt2))
+// shapes or dtypes differ, in one test (shapes and dtypes are interned:
+// equal strings, equal ids).
+func differ(s1, s2 int64, m1, m2 trace.MicroBatch, b1, b2 int64, sh1, sh2, dt1, dt2 trace.Str) bool {
+	x := uint64(s1^s2) | uint64(m1^m2) | uint64(b1^b2) | uint64(sh1^sh2) | uint64(dt1^dt2)
 	return x != 0
 }
 
@@ -699,9 +693,9 @@ func (a *analysis) pairKind(s, r int) (MismatchKind, bool) {
 	switch {
 	case t.Step[s] != t.Step[r] || t.MicroBatch[s] != t.MicroBatch[r] || t.Kind[s].Counterpart() != t.Kind[r]:
 		return OrderMismatch, true
-	case t.Shape[s] != "" && t.Shape[r] != "" && t.Shape[s] != t.Shape[r]:
+	case t.Shape[s] != 0 && t.Shape[r] != 0 && t.Shape[s] != t.Shape[r]:
 		return ShapeMismatch, true
-	case t.Dtype[s] != "" && t.Dtype[r] != "" && t.Dtype[s] != t.Dtype[r]:
+	case t.Dtype[s] != 0 && t.Dtype[r] != 0 && t.Dtype[s] != t.Dtype[r]:
 		return DtypeMismatch, true
 	case t.Bytes[s] > 0 && t.Bytes[r] > 0 && t.Bytes[s] != t.Bytes[r]:
 		return BytesMismatch, true
@@ -717,7 +711,7 @@ func (a *analysis) badPair(s, r int) bool {
 	if t.Bytes[s] > 0 && t.Bytes[r] > 0 {
 		return t.Bytes[s] != t.Bytes[r]
 	}
-	return t.Shape[s] != "" && t.Shape[r] != "" && t.Shape[s] != t.Shape[r]
+	return t.Shape[s] != 0 && t.Shape[r] != 0 && t.Shape[s] != t.Shape[r]
 }
 
 // pairDetail lists every label on which a pair differs: "micro-batch 7 vs
@@ -738,10 +732,10 @@ func (a *analysis) pairDetail(s, r int) string {
 		d = append(d, fmt.Sprintf("chunk %d vs %d", t.Chunk[s], t.Chunk[r]))
 	}
 	if t.Shape[s] != t.Shape[r] {
-		d = append(d, fmt.Sprintf("shape %s vs %s", orUnknown(t.Shape[s]), orUnknown(t.Shape[r])))
+		d = append(d, fmt.Sprintf("shape %s vs %s", orUnknown(t.Shape[s].String()), orUnknown(t.Shape[r].String())))
 	}
 	if t.Dtype[s] != t.Dtype[r] {
-		d = append(d, fmt.Sprintf("dtype %s vs %s", orUnknown(t.Dtype[s]), orUnknown(t.Dtype[r])))
+		d = append(d, fmt.Sprintf("dtype %s vs %s", orUnknown(t.Dtype[s].String()), orUnknown(t.Dtype[r].String())))
 	}
 	if t.Bytes[s] != t.Bytes[r] {
 		d = append(d, fmt.Sprintf("bytes %d vs %d", t.Bytes[s], t.Bytes[r]))

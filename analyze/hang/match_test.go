@@ -29,7 +29,7 @@ type refResult struct {
 func refMatch(a *analysis) refResult {
 	t := a.t
 	type key struct {
-		group    string
+		group    trace.Str
 		src, dst trace.Rank
 	}
 	byGroup := true
@@ -37,7 +37,7 @@ func refMatch(a *analysis) refResult {
 	for i := 0; i < t.Len(); i++ {
 		if t.Kind[i].IsP2P() {
 			anyP2P = true
-			if t.Group[i] == "" {
+			if t.Group[i] == 0 {
 				byGroup = false
 			}
 		}

@@ -23,8 +23,8 @@ type analysis struct {
 	// -1).
 	tail        []int32
 	allPartners bool
-	p2pByGroup  bool              // channels are per process group
-	p2pGroupOf  map[string]uint32 // then, 1 + each group's index
+	p2pByGroup  bool                 // channels are per process group
+	p2pGroupOf  map[trace.Str]uint32 // then, 1 + each group's index
 	chans       []channel
 	extra       []int32        // the channels' unmatched rows (channel.extra)
 	pairMM      []pairMismatch // per channel and kind, the first mismatched pair

@@ -251,7 +251,7 @@ func TestKinetoNCCLMetadata(t *testing.T) {
 	wantBytes := int64(num(t, args, "In msg nelems")) * 4 // dtype Float
 	k := kernels[string(args["External id"].(json.Number))]
 	wantStart := base + num(t, k, "ts")*1e3
-	if tr.Group[row] != "0" || tr.Bytes[row] != wantBytes || tr.Dtype[row] != "fp32" ||
+	if tr.Group[row].String() != "0" || tr.Bytes[row] != wantBytes || tr.Dtype[row].String() != "fp32" ||
 		math.Abs(float64(tr.StartNs[row])-wantStart) > 2 || math.Abs(float64(tr.IssueNs[row])-(base+num(t, first, "ts")*1e3)) > 2 {
 		t.Errorf("first all_reduce %+v; want group 0, %d bytes, start %.0f", tr.At(row), wantBytes, wantStart)
 	}
@@ -560,7 +560,7 @@ func TestFlightRecorder(t *testing.T) {
 				}
 				for k, e := range entries { // rows are in record order: seq
 					i := rows[k]
-					if tr.Group[i] != e.Group || tr.GroupSeq[i] != e.Seq || tr.IssueNs[i] != e.Created {
+					if tr.Group[i].String() != e.Group || tr.GroupSeq[i] != e.Seq || tr.IssueNs[i] != e.Created {
 						t.Errorf("rank %d entry %d %+v: row %+v", r, k, e, tr.At(i))
 					}
 					if e.State == "scheduled" && (tr.StartNs[i] != trace.NoTime || tr.EndNs[i] != trace.NoTime) {

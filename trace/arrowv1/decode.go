@@ -126,22 +126,22 @@ func countViews(dt arrow.DataType) (int, error) {
 // decoder holds what one Read shares across batches: interned strings and
 // kinds, so a million rows of "4096x2x8192" share one string.
 type decoder struct {
-	strs    map[string]string
+	strs    map[string]trace.Str
 	kinds   map[string]trace.Kind
 	pending bool // some rows have no issue, start or end time: see finish
 }
 
 func newDecoder() *decoder {
-	return &decoder{strs: map[string]string{}, kinds: map[string]trace.Kind{}}
+	return &decoder{strs: map[string]trace.Str{}, kinds: map[string]trace.Kind{}}
 }
 
 // intern returns the shared copy of s, which may point into an Arrow buffer.
-func (d *decoder) intern(s string) string {
+func (d *decoder) intern(s string) trace.Str {
 	if v, ok := d.strs[s]; ok {
 		return v
 	}
-	v := strings.Clone(s)
-	d.strs[v] = v
+	v := trace.Intern(s)
+	d.strs[strings.Clone(s)] = v
 	return v
 }
 
@@ -354,26 +354,26 @@ type stringArray interface {
 	Value(i int) string
 }
 
-// appendStrings appends the n values of a string column, interned, "" for
-// nulls or when the column is absent (a nil).
-func (d *decoder) appendStrings(dst []string, a arrow.Array, n int) []string {
+// appendStrings appends the n values of a string column, interned
+// (trace.Str), "" for nulls or when the column is absent (a nil).
+func (d *decoder) appendStrings(dst []trace.Str, a arrow.Array, n int) []trace.Str {
 	switch col := a.(type) {
 	case nil:
-		return appendN(dst, "", n)
+		return appendN(dst, 0, n)
 	case *array.Dictionary:
 		vals := col.Dictionary().(stringArray)
-		lut := make([]string, vals.Len())
+		lut := make([]trace.Str, vals.Len())
 		for i := range lut {
 			lut[i] = d.intern(vals.Value(i))
 		}
 		// ValidateFull checked the indices against the dictionary.
-		dst, _ = lookupDict(dst, col, lut, "")
+		dst, _ = lookupDict(dst, col, lut, 0)
 		return dst
 	case stringArray:
-		last, lastIn := "", ""
+		lastIn, last := "", trace.Str(0)
 		for i := 0; i < n; i++ {
 			if col.IsNull(i) {
-				dst = append(dst, "")
+				dst = append(dst, 0)
 				continue
 			}
 			// Runs of one value are common: skip the map for them.
@@ -384,7 +384,7 @@ func (d *decoder) appendStrings(dst []string, a arrow.Array, n int) []string {
 		}
 		return dst
 	}
-	return appendN(dst, "", n) // unreachable: bind admits only the types above
+	return appendN(dst, 0, n) // unreachable: bind admits only the types above
 }
 
 // appendKinds appends the kind column of a batch whose first row is row

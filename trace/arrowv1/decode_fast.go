@@ -47,29 +47,6 @@ type fastPlan struct {
 	col     [trace.NumColumns]int // field of each v1 column, -1 when absent
 	nbuf    int                   // buffers per record batch
 	kindDic bool
-
-	// in is the read's one copy of each string value: batches decode in
-	// parallel, each goroutine caching in its decoder what it got here.
-	in *interner
-}
-
-// interner is a read's set of strings, shared by its goroutines.
-type interner struct {
-	mu   sync.Mutex
-	strs map[string]string
-}
-
-// intern returns the read's shared copy of v.
-func (p *fastPlan) intern(v []byte) string {
-	in := p.in
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	s, ok := in.strs[string(v)]
-	if !ok {
-		s = string(v)
-		in.strs[s] = s
-	}
-	return s
 }
 
 // plans caches fastPlans by schema message: the files of one job (a rank
@@ -84,7 +61,7 @@ var plans struct {
 const maxPlans = 256
 
 // planFor returns the plan of a read for the schema frame: a copy of the
-// cached one, with its own metadata map and interner.
+// cached one, with its own metadata map.
 func planFor(schemaFrame frame) (*fastPlan, bool) {
 	if len(schemaFrame.body) != 0 {
 		return nil, false
@@ -106,7 +83,6 @@ func planFor(schemaFrame frame) (*fastPlan, bool) {
 	}
 	p := *cached
 	p.meta.Extra = maps.Clone(p.meta.Extra)
-	p.in = &interner{strs: map[string]string{}}
 	return &p, true
 }
 
@@ -696,12 +672,17 @@ func asInt32[T ~int32](s []T) []int32 {
 	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
 }
 
-// strings fills dst, which holds "" in every row, from utf8 column c,
-// interned; nulls, empty values and an absent column leave "". Every value must be valid UTF-8 (as arrow-go's
-// ValidateFull wants), nulls included.
-func (p *fastPlan) strings(c int, dst []string, n int, ns [][2]int64, bb batchBufs, d *decoder, sc *fastScratch) bool {
+// strings fills dst (n rows) from string column c, interned (trace.Str):
+// "" for empty values, nulls and an absent column. The two values met
+// last (rows alternate: a compute op's empty shape, a send's
+// "4096x1x8192") are checked before the decoder's table; a value new to
+// it is checked for UTF-8 and interned. A value that is not UTF-8 sends
+// the input to the checked path.
+func (p *fastPlan) strings(c int, dst []trace.Str, n int, ns [][2]int64, bb batchBufs, d *decoder, sc *fastScratch) bool {
+	dst = dst[:n]
 	fi := p.col[c]
 	if fi < 0 {
+		clear(dst)
 		return true
 	}
 	offs, data, ok := bb.utf8(p.fields[fi].buf, n, sc)
@@ -714,37 +695,35 @@ func (p *fastPlan) strings(c int, dst []string, n int, ns [][2]int64, bb batchBu
 			return false
 		}
 	}
-	// dst is fresh from Grow: every row already holds "", so empty values
-	// and nulls are skipped (no store, no write barrier). The two values
-	// met last (rows alternate: a compute op's empty shape, a send's
-	// "4096x1x8192") are checked before the decoder's table.
 	if offs[n] == offs[0] {
-		return true // all empty
+		clear(dst) // all empty
+		return true
 	}
-	var mru [2]string
+	var mru [2]trace.Str
+	mrus := [2]string{"", ""}
 	for i := range n {
 		v := data[offs[i]:offs[i+1]]
-		var s string
+		var s trace.Str
 		switch {
 		case len(v) == 0:
-			continue
-		case string(v) == mru[0]:
+		case string(v) == mrus[0]:
 			s = mru[0]
-		case string(v) == mru[1]:
-			s, mru[0], mru[1] = mru[1], mru[1], mru[0]
+		case string(v) == mrus[1]:
+			s = mru[1]
+			mru[0], mru[1], mrus[0], mrus[1] = mru[1], mru[0], mrus[1], mrus[0]
 		default:
 			var ok bool
 			if s, ok = d.strs[string(v)]; !ok {
 				if !utf8.Valid(v) {
 					return false
 				}
-				s = p.intern(v)
-				d.strs[s] = s
+				s = trace.InternBytes(v)
+				d.strs[s.String()] = s
 			}
-			mru[0], mru[1] = s, mru[0]
+			mru[0], mru[1], mrus[0], mrus[1] = s, mru[0], s.String(), mrus[0]
 		}
 		if bm != nil && bm[i>>3]>>(i&7)&1 == 0 {
-			continue
+			s = 0
 		}
 		dst[i] = s
 	}

@@ -65,12 +65,12 @@ func TestNullsTakeDefaults(t *testing.T) {
 	check("issue[0]", tr.IssueNs[0], int64(100))
 	check("issue[1]", tr.IssueNs[1], int64(7))
 	check("issue[2]", tr.IssueNs[2], int64(7))
-	check("shape[0]", tr.Shape[0], "")
-	check("shape[1]", tr.Shape[1], "2x2")
+	check("shape[0]", tr.Shape[0].String(), "")
+	check("shape[1]", tr.Shape[1].String(), "2x2")
 	check("flops[2]", tr.Flops[2], 0.0)
 	check("tokens[0]", tr.Tokens[0], int64(0))
-	check("group[0]", tr.Group[0], "pp")
-	check("group[1]", tr.Group[1], "")
+	check("group[0]", tr.Group[0].String(), "pp")
+	check("group[1]", tr.Group[1].String(), "")
 	check("group_seq[0]", tr.GroupSeq[0], trace.NoGroupSeq)
 	check("group_seq[1]", tr.GroupSeq[1], int64(0))
 	check("group_seq[2]", tr.GroupSeq[2], int64(12))
@@ -101,7 +101,7 @@ func TestStringColumnTypes(t *testing.T) {
 				t.Fatal(err)
 			}
 			tr := res.Trace
-			if tr.Kind[2] != trace.MustKind("DATA") || tr.Shape[0] != "4x4" || tr.Shape[1] != "" || tr.Dtype[1] != "bf16" || tr.Dtype[2] != "" {
+			if tr.Kind[2] != trace.MustKind("DATA") || tr.Shape[0].String() != "4x4" || tr.Shape[1] != 0 || tr.Dtype[1].String() != "bf16" || tr.Dtype[2] != 0 {
 				t.Errorf("kinds %v shapes %q dtypes %q", tr.Kind, tr.Shape, tr.Dtype)
 			}
 			if res.Batches != 2 {
@@ -112,21 +112,21 @@ func TestStringColumnTypes(t *testing.T) {
 }
 
 // TestInterning checks that equal strings decoded from different rows and
-// batches share one backing array.
+// batches are one id (trace.Str) standing for the string.
 func TestInterning(t *testing.T) {
 	rng := newRand(1)
 	tr := randomTrace(rng, 500, testKinds)
 	for i := range tr.Shape {
-		tr.Shape[i] = "4096x2x8192"
+		tr.Shape[i] = trace.Intern("4096x2x8192")
 	}
 	res, err := Read(encode(t, writers[1], tr, Options{BatchRows: 100}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := unsafeStringData(res.Trace.Shape[0])
+	want := trace.Intern("4096x2x8192")
 	for i, s := range res.Trace.Shape {
-		if unsafeStringData(s) != p {
-			t.Fatalf("shape of row %d not interned", i)
+		if s != want || s.String() != "4096x2x8192" {
+			t.Fatalf("shape of row %d is %d (%q), want %d", i, s, s.String(), want)
 		}
 	}
 }

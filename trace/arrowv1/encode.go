@@ -194,11 +194,15 @@ func timeColumn(mem memory.Allocator, src []int64) arrow.Array {
 	return newArray(arrow.PrimitiveTypes.Int64, len(src), nulls, valid, buf)
 }
 
-// stringColumn encodes a utf8 column with no nulls.
-func stringColumn(mem memory.Allocator, src []string) (arrow.Array, error) {
+// stringColumn encodes a utf8 column with no nulls from interned strings.
+func stringColumn(mem memory.Allocator, src []trace.Str) (arrow.Array, error) {
 	total := 0
+	last, lastLen := trace.Str(0), 0
 	for _, s := range src {
-		total += len(s)
+		if s != last {
+			last, lastLen = s, len(s.String())
+		}
+		total += lastLen
 	}
 	if total > math.MaxInt32 {
 		return nil, fmt.Errorf("%d bytes of strings in one batch: more than utf8 offsets hold; lower the batch rows", total)
@@ -208,9 +212,13 @@ func stringColumn(mem memory.Allocator, src []string) (arrow.Array, error) {
 	offsets := arrow.Int32Traits.CastFromBytes(offBuf.Bytes())
 	data := dataBuf.Bytes()
 	pos := 0
+	last, lastStr := trace.Str(0), ""
 	for i, s := range src {
+		if s != last {
+			last, lastStr = s, s.String()
+		}
 		offsets[i] = int32(pos)
-		pos += copy(data[pos:], s)
+		pos += copy(data[pos:], lastStr)
 	}
 	offsets[len(src)] = int32(pos)
 	return newArray(arrow.BinaryTypes.String, len(src), 0, nil, offBuf, dataBuf), nil

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand"
 	"testing"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -213,5 +212,3 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func newRand(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
-
-func unsafeStringData(s string) *byte { return unsafe.StringData(s) }

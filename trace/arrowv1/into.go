@@ -38,8 +38,7 @@ func MakeRowsIn(t *trace.Trace, n int) *trace.Trace {
 }
 
 // clearStrings sets every row of t's string columns to "", on every core
-// for a large t (the columns of a streamed chunk: 48 bytes a row, each
-// string header cleared with the collector's write barrier).
+// for a large t (the columns of a streamed chunk: 12 bytes a row).
 func clearStrings(t *trace.Trace) {
 	n := t.Len()
 	w := min(runtime.GOMAXPROCS(0), n>>16)

@@ -32,7 +32,7 @@ func sameInto(t *testing.T, name string, data []byte) {
 		const tail = 4
 		dst := MakeRows(c.off + c.n + tail)
 		mark := func(i int) {
-			dst.Rank[i], dst.Seq[i], dst.Shape[i], dst.Group[i], dst.Flops[i] = -7, -7, "mark", "mark", -7
+			dst.Rank[i], dst.Seq[i], dst.Shape[i], dst.Group[i], dst.Flops[i] = -7, -7, trace.Intern("mark"), trace.Intern("mark"), -7
 		}
 		for i := 0; i < c.off; i++ {
 			mark(i)
@@ -51,7 +51,7 @@ func sameInto(t *testing.T, name string, data []byte) {
 					break
 				}
 			}
-			if dst.Rank[i] != -7 || dst.Seq[i] != -7 || dst.Shape[i] != "mark" || dst.Group[i] != "mark" || dst.Flops[i] != -7 {
+			if dst.Rank[i] != -7 || dst.Seq[i] != -7 || dst.Shape[i].String() != "mark" || dst.Group[i].String() != "mark" || dst.Flops[i] != -7 {
 				t.Fatalf("%s: row %d outside the range was written", what, i)
 			}
 		}
@@ -129,14 +129,14 @@ func TestMakeRowsInClearsStrings(t *testing.T) {
 	for _, n := range []int{0, 1, 1000, 1 << 16, 3<<16 + 5} {
 		old := MakeRows(n + 7)
 		for i := range old.Shape {
-			old.Shape[i], old.Dtype[i], old.Group[i] = "s", "d", "g"
+			old.Shape[i], old.Dtype[i], old.Group[i] = trace.Intern("s"), trace.Intern("d"), trace.Intern("g")
 		}
 		got := MakeRowsIn(old, n)
 		if got.Len() != n {
 			t.Fatalf("n %d: %d rows", n, got.Len())
 		}
 		for i := range n {
-			if got.Shape[i] != "" || got.Dtype[i] != "" || got.Group[i] != "" {
+			if got.Shape[i] != 0 || got.Dtype[i] != 0 || got.Group[i] != 0 {
 				t.Fatalf("n %d: row %d holds %q %q %q", n, i, got.Shape[i], got.Dtype[i], got.Group[i])
 			}
 		}

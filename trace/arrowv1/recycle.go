@@ -61,8 +61,9 @@ func Recycle(t *trace.Trace) {
 // colBytes is the capacity of t's columns in bytes.
 func colBytes(t *trace.Trace) int64 {
 	n := 8*(cap(t.Step)+cap(t.Seq)+cap(t.IssueNs)+cap(t.StartNs)+cap(t.EndNs)+cap(t.Bytes)+cap(t.Tokens)+cap(t.Flops)+cap(t.MemBytes)+cap(t.GroupSeq)) +
-		4*(cap(t.Rank)+cap(t.Pipeline)+cap(t.Stage)+cap(t.TPRank)+cap(t.Chunk)+cap(t.MicroBatch)+cap(t.Peer)) +
-		2*cap(t.Kind) + 16*(cap(t.Shape)+cap(t.Dtype)+cap(t.Group))
+		4*(cap(t.Rank)+cap(t.Pipeline)+cap(t.Stage)+cap(t.TPRank)+cap(t.Chunk)+cap(t.MicroBatch)+cap(t.Peer)+
+			cap(t.Shape)+cap(t.Dtype)+cap(t.Group)) +
+		2*cap(t.Kind)
 	return int64(n)
 }
 
