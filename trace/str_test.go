@@ -1,0 +1,67 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// TestStr: the zero Str is "", equal strings are one id, ids give their
+// strings back, on many goroutines at once; JSON carries the string.
+func TestStr(t *testing.T) {
+	if Intern("") != 0 || Str(0).String() != "" || InternBytes(nil) != 0 {
+		t.Fatal(`"" is not the zero Str`)
+	}
+	a, b := Intern("4096x1x8192"), InternBytes([]byte("4096x1x8192"))
+	if a == 0 || a != b || a.String() != "4096x1x8192" {
+		t.Fatalf("Intern %d, InternBytes %d, String %q", a, b, a.String())
+	}
+	if c := Intern("bf16"); c == a || c.String() != "bf16" {
+		t.Fatalf("two strings, ids %d and %d", a, c)
+	}
+	if s := Str(1 << 31).String(); s != "" {
+		t.Fatalf("an id never given out reads %q", s)
+	}
+
+	// Goroutines interning overlapping sets of new strings: every string
+	// one id, whoever met it first.
+	const workers, per = 8, 500
+	ids := make([][]Str, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range per {
+				s := fmt.Sprintf("str-test-%d", (i*7+w*per/2)%per)
+				ids[w] = append(ids[w], Intern(s))
+				if got := ids[w][i].String(); got != s {
+					t.Errorf("worker %d: %q came back as %q", w, s, got)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]Str{}
+	for w := range workers {
+		for i, id := range ids[w] {
+			s := fmt.Sprintf("str-test-%d", (i*7+w*per/2)%per)
+			if prev, ok := seen[s]; ok && prev != id {
+				t.Fatalf("%q has ids %d and %d", s, prev, id)
+			}
+			seen[s] = id
+		}
+	}
+
+	type row struct{ Shape Str }
+	out, err := json.Marshal(row{a})
+	if err != nil || string(out) != `{"Shape":"4096x1x8192"}` {
+		t.Fatalf("JSON %s, %v", out, err)
+	}
+	var back row
+	if err := json.Unmarshal([]byte(`{"Shape":"2x2"}`), &back); err != nil || back.Shape.String() != "2x2" {
+		t.Fatalf("from JSON: %q, %v", back.Shape.String(), err)
+	}
+	if n := testing.AllocsPerRun(100, func() { InternBytes([]byte("4096x1x8192")) }); n != 0 {
+		t.Errorf("InternBytes of a known string allocates %v times", n)
+	}
+}
