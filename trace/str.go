@@ -10,7 +10,10 @@ import (
 // of a 16-byte string header, no pointers for the collector to scan, and
 // equal strings are equal ids. The zero Str is "". Ids are given out as
 // strings are first met (Intern) and never taken back: the strings of
-// these columns are few (shapes, dtypes, process group names).
+// these columns are few (shapes, dtypes, process group names). The table
+// is not bounded: a process that reads many traces keeps every distinct
+// string it met (as a trace held its own copies while it lived); the
+// ppprof command reads one job per process.
 type Str uint32
 
 // strTable is the process-wide table: all[id] is id's string, ids[s] is
