@@ -95,15 +95,18 @@ func Open(paths []string, opt Options) (*Result, error) {
 	// files into their rows of one trace where they can be counted first.
 	//
 	// The placed trace's columns are made before its files are decoded
-	// into them. A collection that allocation started would scan the fresh
-	// string columns while the files are decoded into them: the scan maps
-	// every untouched page to the kernel's shared zero page, and the
-	// decode's first store to it then faults again to copy it (a
-	// write-protect fault and a TLB shootdown on every core, per page:
-	// a fifth of the CPU of a whole read of a 4096-rank trace).
-	// Collections are off from before the columns are made until the
-	// files are decoded (pauseGC); a memory limit (GOMEMLIMIT, or the one
-	// ppprof sets) still applies, and the decode makes little garbage.
+	// into them, and collections are off from then until the files are
+	// decoded (pauseGC; a memory limit, GOMEMLIMIT or the one ppprof
+	// sets, still applies, and the decode makes little garbage). When the
+	// string columns were string headers, a collection started by that
+	// allocation scanned them while the files were decoded into them: the
+	// scan mapped every untouched page to the kernel's shared zero page,
+	// and the decode's first store then faulted again to copy it (a
+	// write-protect fault and a TLB shootdown per page: a fifth of the CPU
+	// of a whole read of a 4096-rank trace). The columns hold no pointers
+	// since (trace.Str) and the pause no longer changes the time measured;
+	// it keeps a collection that would free nothing out of the decode, and
+	// the columns safe from that cost should a pointer column come back.
 	gc := pauseGC()
 	defer gc.resume()
 	big := placeRows(inputs)
