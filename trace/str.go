@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -66,6 +67,9 @@ func internSlow(s string) Str {
 	if id, ok := strTable.ids[s]; ok {
 		return id
 	}
+	// s may alias memory that changes or goes away (an Arrow buffer, a
+	// mapped file): the table keeps a copy of its own.
+	s = strings.Clone(s)
 	old := *strTable.all.Load()
 	if uint64(len(old)) > uint64(^Str(0)) {
 		panic("trace: more than 2^32 distinct strings")
@@ -94,13 +98,4 @@ func (s Str) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 func (s *Str) UnmarshalText(b []byte) error {
 	*s = InternBytes(b)
 	return nil
-}
-
-// Strs returns the ids of ss.
-func Strs(ss ...string) []Str {
-	out := make([]Str, len(ss))
-	for i, s := range ss {
-		out[i] = Intern(s)
-	}
-	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // TestStr: the zero Str is "", equal strings are one id, ids give their
@@ -60,6 +61,14 @@ func TestStr(t *testing.T) {
 	var back row
 	if err := json.Unmarshal([]byte(`{"Shape":"2x2"}`), &back); err != nil || back.Shape.String() != "2x2" {
 		t.Fatalf("from JSON: %q, %v", back.Shape.String(), err)
+	}
+	// The table keeps its own copy of a new string: one met in a buffer
+	// that is then overwritten (a recycled decode buffer) reads the same.
+	buf := []byte("str-test-aliased")
+	id := Intern(unsafe.String(&buf[0], len(buf)))
+	copy(buf, "XXXXXXXXXXXXXXXX")
+	if got := id.String(); got != "str-test-aliased" {
+		t.Fatalf("a string interned from a buffer changed with it: %q", got)
 	}
 	if n := testing.AllocsPerRun(100, func() { InternBytes([]byte("4096x1x8192")) }); n != 0 {
 		t.Errorf("InternBytes of a known string allocates %v times", n)
