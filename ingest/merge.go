@@ -44,8 +44,8 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 	}
 	// Collections during the copy would free nothing (the parts are live
 	// until their columns are dropped, which mergeCol does, collecting
-	// itself) and would make every string copied pay a write barrier: turn
-	// them off for the merge. A memory limit (GOMEMLIMIT) still applies.
+	// itself): turn them off for the merge. A memory limit (GOMEMLIMIT)
+	// still applies.
 	defer pauseGC().resume()
 	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/4), off: make([]int, len(parts)+1)}
 	if !returnMemory {

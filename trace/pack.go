@@ -10,8 +10,9 @@ import (
 
 // Packed is a Trace held compactly: its rows in blocks of PackBlockRows,
 // each column of a block stored in the narrowest of a few encodings (the
-// string columns' ids, Str, like the integers). A fleet job's rows take about a fifth
-// of the columns' 122 bytes (docs/performance.md, "Memory"). Packed keeps a
+// string columns' ids, Str, like the integers). A fleet job's rows take
+// about a fifth of the columns' 122 bytes (docs/performance.md,
+// "Memory"). Packed keeps a
 // trace that is read again and again (analyze's visits of a streamed
 // trace) without decoding its files each time: Unpack gives the columns
 // back, bit for bit, several times faster than decoding Arrow.

@@ -123,8 +123,9 @@ func countViews(dt arrow.DataType) (int, error) {
 	return 0, nil
 }
 
-// decoder holds what one Read shares across batches: interned strings and
-// kinds, so a million rows of "4096x2x8192" share one string.
+// decoder holds what one Read shares across batches: the ids of the
+// strings it met (trace.Str) and kinds, so the process-wide table is
+// consulted once per distinct value and read.
 type decoder struct {
 	strs    map[string]trace.Str
 	kinds   map[string]trace.Kind
@@ -135,13 +136,13 @@ func newDecoder() *decoder {
 	return &decoder{strs: map[string]trace.Str{}, kinds: map[string]trace.Kind{}}
 }
 
-// intern returns the shared copy of s, which may point into an Arrow buffer.
+// intern returns s's id; s may point into an Arrow buffer.
 func (d *decoder) intern(s string) trace.Str {
 	if v, ok := d.strs[s]; ok {
 		return v
 	}
 	v := trace.Intern(s)
-	d.strs[strings.Clone(s)] = v
+	d.strs[v.String()] = v
 	return v
 }
 
