@@ -234,8 +234,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 				g.rows, g.t = nil, nil
 			}
 			ix.spareRows = rows
-			// Nothing refers to a packed chunk's trace any more (the
-			// packed chunk shares only its strings' bytes): a source
+			// Nothing refers to a packed chunk's trace any more: a source
 			// that recycles takes it back for the next chunk to be read
 			// into; the last one is what the visits unpack into.
 			if ix.chunks[c].packed != nil {

@@ -120,6 +120,7 @@ func statsVisit(ix *index, rep *Report) visit {
 func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	p := ix.p
 	durs := make([][3][][]int64, p) // the workers' blocks
+	ns := make([][3]int, p)         // and how many values they hold
 	warm, cool, steady, wait := make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
 	exposedNs := map[boundaryKey]int64{}
 	var sumT int64
@@ -129,6 +130,7 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 		for st := range p {
 			for k := range 3 {
 				durs[st][k] = a.durs[st][k].blocks(durs[st][k])
+				ns[st][k] += a.durs[st][k].n
 			}
 			warm[st] += a.warm[st]
 			cool[st] += a.cool[st]
@@ -159,13 +161,9 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	dists := make([]Dist, 3*p) // sorting is the costly part: stages and kinds in parallel
 	scratch := make([][]int64, workers(3*p))
 	forEach(3*p, func(w, x int) {
-		bs := durs[x/3][x%3]
-		n := 0
-		for _, b := range bs {
-			n += len(b)
-		}
+		n := ns[x/3][x%3]
 		scratch[w] = grow(scratch[w], n)
-		dists[x] = distOf(bs, n, scratch[w])
+		dists[x] = distOf(durs[x/3][x%3], n, scratch[w])
 	})
 	for st := 0; st < p; st++ {
 		s := &rep.Stages[st]
