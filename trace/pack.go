@@ -18,16 +18,18 @@ import (
 // back, bit for bit, several times faster than decoding Arrow.
 //
 // Encodings, per column per block, the narrowest that holds the block:
-//   - frame of reference: v = base + u, u unsigned in 0, 1, 2, 4 or 8
-//     bytes (0: every row holds base);
+//   - frame of reference: v = base + u, u unsigned in 0, 1, 2, 4, 8, 16,
+//     24, 32 or 64 bits (0: every row holds base);
 //   - delta: v[i] = v[i-1] + base + u[i] (sequence numbers, start times);
 //   - reference: v = w + base + u, w another column of the row (issue and
 //     end times against the start, the peer against the rank);
-//   - dictionary: v = dict[u], u one byte, for up to 256 distinct values.
+//   - dictionary: v = dict[u], u in 1, 2, 4 or 8 bits, for up to 256
+//     distinct values.
 //
-// Arithmetic wraps, so any value (NoTime included) round-trips; a column
-// that no encoding holds in 4 bytes a row (a span over 2^32 in each) takes
-// 8 bytes a row in that block.
+// Rows narrower than a byte are packed low bits first (row 2i of a 4-bit
+// column in the low half of byte i). Arithmetic wraps, so any value
+// (NoTime included) round-trips; a column that no encoding holds in 32
+// bits a row (a span over 2^32 in each) takes 64 bits a row in that block.
 // A Packed does not change once built and may be unpacked concurrently.
 type Packed struct {
 	Meta   Meta
@@ -47,7 +49,7 @@ type packedBlock struct {
 type colHdr struct {
 	off   int32 // payload offset in data: the dictionary (8 bytes per entry), then u
 	enc   uint8
-	width uint8  // bytes per row of u
+	width uint8  // bits per row of u: 0, 1, 2, 4, 8, 16, 24, 32 or 64
 	ndict uint16 // dictionary entries (encDict)
 	base  int64
 	first int64 // encDelta: v[0]
@@ -273,20 +275,32 @@ func packBlock(t *Trace, lo, hi int) packedBlock {
 	return blk
 }
 
-// width returns the bytes per row that hold spans up to span.
+// width returns the bits per row that hold spans up to span: 0, 1, 2, 4,
+// 8, 16, 24, 32 or 64.
 func width(span uint64) uint8 {
 	switch {
 	case span == 0:
 		return 0
-	case span <= 0xff:
+	case span <= 1:
 		return 1
-	case span <= 0xffff:
+	case span <= 3:
 		return 2
-	case span <= 0xffffffff:
+	case span <= 0xf:
 		return 4
+	case span <= 0xff:
+		return 8
+	case span <= 0xffff:
+		return 16
+	case span <= 0xffffff:
+		return 24
+	case span <= 0xffffffff:
+		return 32
 	}
-	return 8
+	return 64
 }
+
+// payload is the bytes n rows of w bits take.
+func payload(n int, w uint8) int { return (n*int(w) + 7) / 8 }
 
 // encodeInts chooses the narrowest encoding of v (ref: the column v may be
 // stored against, or nil; delta: whether to try deltas, for the columns
@@ -322,18 +336,28 @@ func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, t
 		}
 	}
 	u := tmp[:n]
-	if h.width >= 2 {
-		if dict, ok := smallDict(v, u); ok && len(dict)*8+n < int(h.width)*n {
-			h = colHdr{off: h.off, enc: encDict, width: 1, ndict: uint16(len(dict))}
-			for _, d := range dict {
-				buf = binary.LittleEndian.AppendUint64(buf, uint64(d))
+	if h.width >= 8 {
+		// A dictionary of up to 256 values, when its codes and entries
+		// take fewer bytes than the rows.
+		// Codes of at most half the width: 16 values for 8-bit rows.
+		if dict, ok := smallDict(v, u, 1<<min(h.width/2, 8)); ok {
+			if cw := width(uint64(len(dict) - 1)); len(dict)*8+payload(n, cw) < payload(n, h.width) {
+				h = colHdr{off: h.off, enc: encDict, width: cw, ndict: uint16(len(dict))}
+				for _, d := range dict {
+					buf = binary.LittleEndian.AppendUint64(buf, uint64(d))
+				}
+				return h, putUints(buf, cw, u)
 			}
-			return h, putUints(buf, 1, u)
 		}
 	}
 	switch h.enc {
 	case encFOR:
-		return h, putFOR(buf, h.width, v, uint64(h.base))
+		if h.width >= 8 {
+			return h, putFOR(buf, h.width, v, uint64(h.base))
+		}
+		for i, x := range v {
+			u[i] = uint64(int64(x)) - uint64(h.base)
+		}
 	case encDelta:
 		u[0] = 0
 		for i := 1; i < n; i++ {
@@ -392,22 +416,27 @@ func spans[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, delta bool) (lo, hi, dl
 	return min(lo, lo1), max(hi, hi1), min(dlo, dlo1), max(dhi, dhi1)
 }
 
-// putFOR appends v[i] - base, each in w bytes, little-endian.
+// putFOR appends v[i] - base, each in w bits (8 or more), little-endian.
 func putFOR[T ~int32 | ~int64 | ~uint16 | ~uint32](buf []byte, w uint8, v []T, base uint64) []byte {
 	off := len(buf)
-	buf = append(buf, make([]byte, int(w)*len(v))...)
+	buf = append(buf, make([]byte, payload(len(v), w))...)
 	p := buf[off:]
 	switch w {
-	case 1:
+	case 8:
 		p = p[:len(v)]
 		for i, x := range v {
 			p[i] = uint8(uint64(int64(x)) - base)
 		}
-	case 2:
+	case 16:
 		for i, x := range v {
 			binary.LittleEndian.PutUint16(p[2*i:], uint16(uint64(int64(x))-base))
 		}
-	case 4:
+	case 24:
+		for i, x := range v {
+			u := uint64(int64(x)) - base
+			p[3*i], p[3*i+1], p[3*i+2] = uint8(u), uint8(u>>8), uint8(u>>16)
+		}
+	case 32:
 		for i, x := range v {
 			binary.LittleEndian.PutUint32(p[4*i:], uint32(uint64(int64(x))-base))
 		}
@@ -421,8 +450,8 @@ func putFOR[T ~int32 | ~int64 | ~uint16 | ~uint32](buf []byte, w uint8, v []T, b
 
 // smallDict returns the distinct values of v, in order of first
 // appearance, and sets codes[i] to v[i]'s index among them, when there are
-// at most 256 distinct values.
-func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64) ([]int64, bool) {
+// at most limit (256 or fewer) distinct values.
+func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64, limit int) ([]int64, bool) {
 	const slots = 1024 // open addressing, at most a quarter full
 	var keys [slots]int64
 	var code [slots]int16 // 1 + index in dict; 0: empty
@@ -439,7 +468,7 @@ func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64) ([]
 			s = (s + 1) & (slots - 1)
 		}
 		if code[s] == 0 {
-			if len(dict) == 256 {
+			if len(dict) == limit {
 				return nil, false
 			}
 			dict = append(dict, x)
@@ -451,25 +480,53 @@ func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64) ([]
 	return dict, true
 }
 
-// putUints appends u, each value in w bytes, little-endian.
+// putUints appends u, each value in w bits, little-endian; rows narrower
+// than a byte are packed low bits first.
 func putUints(buf []byte, w uint8, u []uint64) []byte {
 	if w == 0 {
 		return buf
 	}
 	off := len(buf)
-	buf = append(buf, make([]byte, int(w)*len(u))...)
+	buf = append(buf, make([]byte, payload(len(u), w))...)
 	p := buf[off:]
 	switch w {
-	case 1:
+	case 1, 2, 4:
+		per := 8 / int(w)
+		j := 0
+		switch w {
+		case 1:
+			for ; j < len(u)/8; j++ {
+				x := u[8*j : 8*j+8 : 8*j+8]
+				p[j] = uint8(x[0] | x[1]<<1 | x[2]<<2 | x[3]<<3 | x[4]<<4 | x[5]<<5 | x[6]<<6 | x[7]<<7)
+			}
+		case 2:
+			for ; j < len(u)/4; j++ {
+				x := u[4*j : 4*j+4 : 4*j+4]
+				p[j] = uint8(x[0] | x[1]<<2 | x[2]<<4 | x[3]<<6)
+			}
+		case 4:
+			for ; j < len(u)/2; j++ {
+				x := u[2*j : 2*j+2 : 2*j+2]
+				p[j] = uint8(x[0] | x[1]<<4)
+			}
+		}
+		for i := per * j; i < len(u); i++ {
+			p[i/per] |= uint8(u[i]) << (uint(i%per) * uint(w))
+		}
+	case 8:
 		p = p[:len(u)]
 		for i, x := range u {
 			p[i] = uint8(x)
 		}
-	case 2:
+	case 16:
 		for i, x := range u {
 			binary.LittleEndian.PutUint16(p[2*i:], uint16(x))
 		}
-	case 4:
+	case 24:
+		for i, x := range u {
+			p[3*i], p[3*i+1], p[3*i+2] = uint8(x), uint8(x>>8), uint8(x>>16)
+		}
+	case 32:
 		for i, x := range u {
 			binary.LittleEndian.PutUint32(p[4*i:], uint32(x))
 		}
@@ -555,14 +612,18 @@ func decodeInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, h *colHdr, data 
 	base := uint64(h.base)
 	switch h.enc {
 	case encDict:
-		dict := make([]T, h.ndict)
-		for k := range dict {
+		var dict [256]T
+		for k := range int(h.ndict) {
 			dict[k] = T(binary.LittleEndian.Uint64(p[8*k:]))
 		}
-		codes := p[8*int(h.ndict):][:len(dst)]
-		for i, k := range codes {
-			dst[i] = dict[k]
+		p = p[8*int(h.ndict):]
+		if h.width == 8 {
+			for i, k := range p[:len(dst)] {
+				dst[i] = dict[k]
+			}
+			return
 		}
+		dictInto(dst, p, h.width, &dict)
 	case encDelta:
 		forInto(dst, p, h.width, base)
 		acc := uint64(h.first)
@@ -581,11 +642,42 @@ func decodeInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, h *colHdr, data 
 	}
 }
 
-// forInto sets dst[i] = base + u[i], u read from p in w bytes per row.
+// dictInto sets dst[i] = dict[u[i]], u read from p in w bits per row (1, 2
+// or 4).
+func dictInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, w uint8, dict *[256]T) {
+	n := len(dst)
+	j := 0
+	switch w {
+	case 1:
+		for ; j < n/8; j++ {
+			b, d := p[j], dst[8*j:8*j+8:8*j+8]
+			d[0], d[1], d[2], d[3] = dict[b&1], dict[b>>1&1], dict[b>>2&1], dict[b>>3&1]
+			d[4], d[5], d[6], d[7] = dict[b>>4&1], dict[b>>5&1], dict[b>>6&1], dict[b>>7]
+		}
+	case 2:
+		for ; j < n/4; j++ {
+			b, d := p[j], dst[4*j:4*j+4:4*j+4]
+			d[0], d[1], d[2], d[3] = dict[b&3], dict[b>>2&3], dict[b>>4&3], dict[b>>6]
+		}
+	case 4:
+		for ; j < n/2; j++ {
+			b, d := p[j], dst[2*j:2*j+2:2*j+2]
+			d[0], d[1] = dict[b&15], dict[b>>4]
+		}
+	}
+	per := 8 / int(w)
+	mask := uint8(1)<<w - 1
+	for i := per * j; i < n; i++ {
+		dst[i] = dict[p[i/per]>>(uint(i%per)*uint(w))&mask]
+	}
+}
+
+// forInto sets dst[i] = base + u[i], u read from p in w bits per row.
 // For T narrower than 64 bits the sums wrap at T's size, which is right:
 // the values were T's to begin with. (encDelta and encRef add on top of
 // the wrapped sums, which wrap the same way.)
-func forInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, w uint8, base uint64) {
+func forInto[T ~uint8 | ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, w uint8, base uint64) {
+	n := len(dst)
 	switch w {
 	case 0:
 		v := T(base)
@@ -593,22 +685,59 @@ func forInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, w uint8, 
 			dst[i] = v
 		}
 	case 1:
-		p = p[:len(dst)]
+		p = p[:payload(n, 1)]
+		j := 0
+		for ; j < n/8; j++ {
+			b, d := uint64(p[j]), dst[8*j:8*j+8:8*j+8]
+			d[0], d[1], d[2], d[3] = T(base+b&1), T(base+b>>1&1), T(base+b>>2&1), T(base+b>>3&1)
+			d[4], d[5], d[6], d[7] = T(base+b>>4&1), T(base+b>>5&1), T(base+b>>6&1), T(base+b>>7)
+		}
+		for i := 8 * j; i < n; i++ {
+			dst[i] = T(base + uint64(p[i/8])>>(i%8)&1)
+		}
+	case 2:
+		p = p[:payload(n, 2)]
+		j := 0
+		for ; j < n/4; j++ {
+			b, d := uint64(p[j]), dst[4*j:4*j+4:4*j+4]
+			d[0], d[1], d[2], d[3] = T(base+b&3), T(base+b>>2&3), T(base+b>>4&3), T(base+b>>6)
+		}
+		for i := 4 * j; i < n; i++ {
+			dst[i] = T(base + uint64(p[i/4])>>(2*(i%4))&3)
+		}
+	case 4:
+		p = p[:payload(n, 4)]
+		j := 0
+		for ; j < n/2; j++ {
+			b, d := uint64(p[j]), dst[2*j:2*j+2:2*j+2]
+			d[0], d[1] = T(base+b&15), T(base+b>>4)
+		}
+		for i := 2 * j; i < n; i++ {
+			dst[i] = T(base + uint64(p[i/2])>>(4*(i%2))&15)
+		}
+	case 8:
+		p = p[:n]
 		for i, u := range p {
 			dst[i] = T(base + uint64(u))
 		}
-	case 2:
-		p = p[:2*len(dst)]
+	case 16:
+		p = p[:2*n]
 		for i := range dst {
 			dst[i] = T(base + uint64(binary.LittleEndian.Uint16(p[2*i:])))
 		}
-	case 4:
-		p = p[:4*len(dst)]
+	case 24:
+		p = p[:3*n]
+		for i := range dst {
+			q := p[3*i : 3*i+3 : 3*i+3]
+			dst[i] = T(base + (uint64(q[0]) | uint64(q[1])<<8 | uint64(q[2])<<16))
+		}
+	case 32:
+		p = p[:4*n]
 		for i := range dst {
 			dst[i] = T(base + uint64(binary.LittleEndian.Uint32(p[4*i:])))
 		}
 	default:
-		p = p[:8*len(dst)]
+		p = p[:8*n]
 		for i := range dst {
 			dst[i] = T(base + binary.LittleEndian.Uint64(p[8*i:]))
 		}

@@ -127,15 +127,15 @@ func TestPackEncodings(t *testing.T) {
 	}{
 		ColRank: {encFOR, 0}, ColPipeline: {encFOR, 0}, ColStage: {encFOR, 0}, ColTPRank: {encFOR, 0},
 		ColStep:       {encFOR, 0},
-		ColMicroBatch: {encFOR, 1},   // 0..63
+		ColMicroBatch: {encFOR, 8},   // 0..63: 6 bits, stored in 8
 		ColKind:       {encFOR, 1},   // F or B
 		ColSeq:        {encDelta, 0}, // +1 every row
-		ColStartNs:    {encDelta, 1}, // steps of 2_000_003 + (-6..1): a span of 7
+		ColStartNs:    {encDelta, 4}, // steps of 2_000_003 + (-6..1): a span of 7
 		ColIssueNs:    {encRef, 0},   // start - 700
-		ColEndNs:      {encRef, 1},   // start + 50_000..50_200
+		ColEndNs:      {encRef, 8},   // start + 50_000..50_200
 		ColPeer:       {encFOR, 0},
 		ColBytes:      {encFOR, 0},
-		ColMemBytes:   {encDict, 1}, // five values 1 GiB apart
+		ColMemBytes:   {encDict, 4}, // five values 1 GiB apart: codes 0..4
 		ColGroupSeq:   {encDelta, 0},
 		ColShape:      {encFOR, 0}, ColDtype: {encFOR, 0}, ColGroup: {encFOR, 0},
 	}
@@ -145,13 +145,53 @@ func TestPackEncodings(t *testing.T) {
 			t.Errorf("%s: encoding %d width %d, want %d width %d", Columns[c], h.enc, h.width, w.enc, w.width)
 		}
 	}
-	// Payload: microbatch 1 + kind 1 + start 1 + end 1 + mem_bytes 1 + its
-	// dictionary of 5 values (40 bytes) per row.
-	if got, wantBytes := len(b.data), n*(1+1+1+1+1)+5*8; got != wantBytes {
+	// Payload in bits per row: microbatch 8 + kind 1 + start 4 + end 8 +
+	// mem_bytes 4, and mem_bytes' dictionary of 5 values (40 bytes).
+	if got, wantBytes := len(b.data), n*(8+1+4+8+4)/8+5*8; got != wantBytes {
 		t.Errorf("payload %d bytes, want %d", got, wantBytes)
 	}
 	if d := Diff(tr, p.Unpack(nil)); d != "" {
 		t.Fatal(d)
+	}
+}
+
+// TestPackBitWidths checks the widths under a byte, for frames of
+// reference and dictionary codes, on blocks whose rows do not fill their
+// last byte: each column's values are drawn from a known number of
+// values, which sets its width.
+func TestPackBitWidths(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for _, w := range []uint8{1, 2, 4} {
+		for _, n := range []int{1, 2, 3, 5, 7, 8, 9, 15, 17, 4093, PackBlockRows} {
+			span := int64(1)<<w - 1
+			tr := &Trace{}
+			far := []int64{-5 << 40, 3, 1 << 50, 77, -1, 1 << 33, 9, 1 << 62, 12, 1 << 40, -7 << 20, 5, 6, 1 << 45, 2, 8}
+			for i := range n {
+				// Microbatch: 0..span, all of them present when n allows.
+				mb := int64(i) % (span + 1)
+				if i > int(span) {
+					mb = rng.Int63n(span + 1)
+				}
+				tr.Append(Event{Rank: 1, MicroBatch: MicroBatch(100 + mb), Kind: F,
+					Bytes: far[mb], // as many values, far apart: a dictionary
+					StartNs: NoTime, EndNs: NoTime, Peer: NoRank, GroupSeq: NoGroupSeq})
+			}
+			p := Pack(tr)
+			h := p.blocks[0].hdr
+			wantW := w
+			if n <= int(span) { // fewer values than the width holds
+				wantW = width(uint64(n - 1))
+			}
+			if h[ColMicroBatch].enc != encFOR || h[ColMicroBatch].width != wantW {
+				t.Errorf("w %d, %d rows: microbatch encoding %d width %d, want FOR width %d", w, n, h[ColMicroBatch].enc, h[ColMicroBatch].width, wantW)
+			}
+			if n > 256 && (h[ColBytes].enc != encDict || h[ColBytes].width != wantW) {
+				t.Errorf("w %d, %d rows: bytes encoding %d width %d, want a dictionary, width %d", w, n, h[ColBytes].enc, h[ColBytes].width, wantW)
+			}
+			if d := Diff(tr, p.Unpack(nil)); d != "" {
+				t.Fatalf("w %d, %d rows: %s", w, n, d)
+			}
+		}
 	}
 }
 
