@@ -173,7 +173,7 @@ func TestPackBitWidths(t *testing.T) {
 					mb = rng.Int63n(span + 1)
 				}
 				tr.Append(Event{Rank: 1, MicroBatch: MicroBatch(100 + mb), Kind: F,
-					Bytes: far[mb], // as many values, far apart: a dictionary
+					Bytes:   far[mb], // as many values, far apart: a dictionary
 					StartNs: NoTime, EndNs: NoTime, Peer: NoRank, GroupSeq: NoGroupSeq})
 			}
 			p := Pack(tr)
