@@ -3,6 +3,7 @@ package analyze
 import (
 	"math"
 	"math/rand"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -324,5 +325,41 @@ func TestSelectPair(t *testing.T) {
 		if got, wantMed := medianIn(fs, make([]float64, n)), (float64(s[(n-1)/2])/7+float64(s[n/2])/7)/2; got != wantMed {
 			t.Fatalf("case %d, n %d: median %v, want %v", it%5, n, got, wantMed)
 		}
+	}
+}
+
+// TestOpGroupsNarrowIsWide checks that the op groups' statistics are the
+// same, to the bit, whether the builder keeps each op's duration and
+// tokens in 32 bits (what it does when they fit) or its duration and ns
+// per token as float64s (what it does when one does not).
+func TestOpGroupsNarrowIsWide(t *testing.T) {
+	build := func(tr *trace.Trace, wide bool) (*opGroups, bool) {
+		opGroupsWide = wide
+		defer func() { opGroupsWide = false }()
+		ix := newIndex(tr, Options{Step: AllSteps})
+		b := newOpGroupsBuilder(ix)
+		ix.visit(b.countVisit())
+		narrow := b.dur32 != nil
+		ix.visit(b.fillVisit())
+		return ix.groups, narrow
+	}
+	perToken := 0
+	for name, tr := range chunkCorpus(t) {
+		n, narrow := build(tr, false)
+		w, narrowToo := build(tr, true)
+		if !narrow || narrowToo {
+			t.Fatalf("%s: narrow layout %v, then %v with opGroupsWide", name, narrow, narrowToo)
+		}
+		if !reflect.DeepEqual(n, w) {
+			t.Errorf("%s: op groups differ:\nnarrow %+v\nwide   %+v", name, n, w)
+		}
+		for x := range n.perToken {
+			if n.perToken[x] && n.n[x] > 0 {
+				perToken++
+			}
+		}
+	}
+	if perToken == 0 {
+		t.Error("no group of the corpus has ns per token: the rates were not compared")
 	}
 }
