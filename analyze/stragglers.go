@@ -137,7 +137,7 @@ type opGroupsBuilder struct {
 	ng       int
 	counts   [][]int  // [window][group]; nil when not replayable
 	noTokens [][]bool // [worker][group]
-	wide     []bool // [worker]: a grouped op's duration or tokens over 32 bits
+	wide     []bool   // [worker]: a grouped op's duration or tokens over 32 bits
 	off      []int
 	at       [][]int // [window][group]: its first slot
 	// Each op's duration and ns per token, in its slot. When every
