@@ -300,3 +300,48 @@ func TestUnpackColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestPackWideRows checks deltas and references in 16-, 24- and 32-bit
+// rows against the columns they came from, with the end times the last
+// payload of their block (every later column constant: nothing follows
+// their last row) and in the middle.
+func TestPackWideRows(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for _, w := range []uint8{16, 24, 32} {
+		for _, n := range []int{3, 5, 8, 4095, PackBlockRows} {
+			for _, last := range []bool{true, false} {
+				top := int64(1)<<w - 1
+				tr := &Trace{}
+				start := int64(1) << 50
+				for i := range n {
+					// Steps and durations up to top, top itself in row 1.
+					step, dur := rng.Int63n(top+1), rng.Int63n(top+1)
+					if i == 1 {
+						step, dur = top, top
+					}
+					start += step
+					e := Event{Rank: 3, Kind: F, Seq: int64(i), StartNs: start, IssueNs: start - dur/2, EndNs: start + dur,
+						Peer: NoRank, GroupSeq: NoGroupSeq}
+					if !last {
+						e.Tokens = int64(i) // a column after the end times that is not constant
+					}
+					tr.Append(e)
+				}
+				p := Pack(tr)
+				h := p.blocks[0].hdr
+				if h[ColStartNs].enc != encDelta || h[ColStartNs].width != w {
+					t.Errorf("w %d, %d rows: start encoding %d width %d, want delta width %d", w, n, h[ColStartNs].enc, h[ColStartNs].width, w)
+				}
+				if h[ColEndNs].enc != encRef || h[ColEndNs].width != w {
+					t.Errorf("w %d, %d rows: end encoding %d width %d, want ref width %d", w, n, h[ColEndNs].enc, h[ColEndNs].width, w)
+				}
+				if end := int(h[ColEndNs].off) + payload(n, w); last && end != len(p.blocks[0].data) {
+					t.Errorf("w %d, %d rows: end times end at %d of %d bytes, want last", w, n, end, len(p.blocks[0].data))
+				}
+				if d := Diff(tr, p.Unpack(nil)); d != "" {
+					t.Fatalf("w %d, %d rows, last %v: %s", w, n, last, d)
+				}
+			}
+		}
+	}
+}
