@@ -35,11 +35,13 @@ type Options struct {
 	KeepRows int
 
 	// PackBytes, for RunChunks, is how many bytes of memory chunks not
-	// kept whole may take packed (trace.Pack: about 30 bytes per event
-	// instead of 122) between passes. A chunk is packed after its first
-	// read while the packed chunks fit, and then unpacked by each pass that
-	// needs its rows instead of read again: several times faster than
-	// decoding files. 0 packs none.
+	// kept whole may take packed (trace.Pack: about 17 bytes per event
+	// instead of 122) between passes, together with what the analysis
+	// keeps of every compute op of the trace for its medians (16 bytes
+	// each, predicted from the chunks read so far). A chunk is packed
+	// after its first read while these fit, and then unpacked by each
+	// pass that needs its rows instead of read again: several times
+	// faster than decoding files. 0 packs none.
 	PackBytes int64
 }
 

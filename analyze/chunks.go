@@ -176,6 +176,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 	ix.chunks = make([]chunkState, src.NumChunks())
 	kept := 0
 	packed, packing := int64(0), opt.PackBytes > 0
+	compute := 0 // F, B and W rows of the chunks read so far
 	var scratch []measureScratch
 	for c := range ix.chunks {
 		if opt.Progress != nil && len(ix.chunks) > 1 {
@@ -189,6 +190,9 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			tot.meta = t.Meta
 		}
 		tot.add(t)
+		for _, k := range t.Kind {
+			compute += b2i(k.IsCompute())
+		}
 		ws, rows := groupWindowsIn(t, opt, ix.spareRows)
 		ix.spareRows = nil
 		guess := max(tot.meta.PP, int(tot.maxStage)+1)
@@ -217,8 +221,14 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 		} else {
 			// Pack while the packed chunks fit; once one does not, the
 			// rest are read again (packing them would be wasted work).
+			// The lists the medians keep of every compute op share the
+			// budget: listBytesPerCompute each, for the whole trace as
+			// the chunks read so far predict it.
 			if packing {
-				if p := trace.Pack(t); packed+p.Bytes() <= opt.PackBytes {
+				lists := int64(listBytesPerCompute) * int64(compute) * int64(len(ix.chunks)) / int64(c+1)
+				if packed+lists >= opt.PackBytes {
+					packing = false
+				} else if p := trace.Pack(t); packed+p.Bytes()+lists <= opt.PackBytes {
 					ix.chunks[c].packed = p
 					packed += p.Bytes()
 				} else {
@@ -387,6 +397,13 @@ func (ix *index) attach(c int) error {
 
 // rowRun is rows [lo, hi) of a chunk.
 type rowRun struct{ lo, hi int }
+
+// listBytesPerCompute is what the analysis keeps of each compute op (F,
+// B or W) of the whole trace until the end: its duration in the per-stage
+// lists of the statistics (8 bytes: analyzeStats) and its duration and
+// tokens in the op groups (8: opGroupsBuilder; 16 when one does not fit
+// in 32 bits). RunChunks counts them against Options.PackBytes.
+const listBytesPerCompute = 16
 
 // rowRunsOf returns rows (increasing) as runs of consecutive rows, or nil
 // when they are not in a few long runs (then they are grouped again):

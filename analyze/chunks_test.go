@@ -298,3 +298,48 @@ func TestRunChunksStagesGuess(t *testing.T) {
 		}
 	}
 }
+
+// TestRunChunksPackBudget: the packed chunks and the medians' lists of
+// every compute op (listBytesPerCompute each) share Options.PackBytes. The
+// four chunks are alike, so the lists the first chunk predicts are the
+// whole trace's.
+func TestRunChunksPackBudget(t *testing.T) {
+	tr := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, DP: 4, Steps: 2, OptMs: 1})
+	groups := [][]int32{{0}, {1}, {2}, {3}}
+	var packed int64
+	compute := 0
+	for _, p := range splitPipelines(tr, groups).parts {
+		packed += trace.Pack(p).Bytes()
+		for _, k := range p.Kind {
+			if k == trace.F || k == trace.B || k == trace.W {
+				compute++
+			}
+		}
+	}
+	lists := int64(16 * compute)
+	want, err := Run(tr, Options{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		budget int64
+		once   bool // every chunk packed: each read once
+	}{
+		{packed + lists, true},
+		{packed + lists - 1, false}, // the last chunk does not fit
+		{packed, false},             // the lists alone take most of it
+		{lists, false},              // nothing fits beside the lists
+	} {
+		pc := splitPipelines(tr, groups)
+		got, err := RunChunks(pc, Options{Step: AllSteps, PackBytes: c.budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := reportDiff(want, got); d != "" {
+			t.Fatalf("budget %d: reports differ:\n%s", c.budget, d)
+		}
+		if once := pc.loads == len(groups); once != c.once {
+			t.Errorf("budget %d (packed %d + lists %d): %d loads of %d chunks, want each read once: %v", c.budget, packed, lists, pc.loads, len(groups), c.once)
+		}
+	}
+}

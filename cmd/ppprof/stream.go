@@ -61,8 +61,9 @@ type streamPlan struct {
 // from Arrow headers, ingest.CountRows) would need more than half the
 // memory (--max-memory, else the machine's RAM) analysed whole. Chunks are
 // a tenth of that memory's worth of events, at most maxChunkRows; up to
-// two fifths of it hold chunks packed between passes (trace.Pack, 25-30
-// bytes per event: a trace of up to memory/75 events is read once).
+// two fifths of it hold chunks packed between passes (trace.Pack, 16-18
+// bytes per event) together with the lists the medians keep (16 bytes a
+// compute op): a fleet job of up to about memory/60 events is read once.
 //
 // Under auto, a trace of Arrow files with at least autoStreamRows events
 // that fits is streamed too, optionally (streamPlan.optional).
