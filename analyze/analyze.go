@@ -37,7 +37,7 @@ type Options struct {
 	// PackBytes, for RunChunks, is how many bytes of memory chunks not
 	// kept whole may take packed (trace.Pack: about 17 bytes per event
 	// instead of 122) between passes, together with what the analysis
-	// keeps of every compute op of the trace for its medians (16 bytes
+	// keeps of every compute op of the trace for its medians (12 bytes
 	// each, predicted from the chunks read so far). A chunk is packed
 	// after its first read while these fit, and then unpacked by each
 	// pass that needs its rows instead of read again: several times

@@ -400,10 +400,11 @@ type rowRun struct{ lo, hi int }
 
 // listBytesPerCompute is what the analysis keeps of each compute op (F,
 // B or W) of the whole trace until the end: its duration in the per-stage
-// lists of the statistics (8 bytes: analyzeStats) and its duration and
-// tokens in the op groups (8: opGroupsBuilder; 16 when one does not fit
-// in 32 bits). RunChunks counts them against Options.PackBytes.
-const listBytesPerCompute = 16
+// lists of the statistics (4 bytes: analyzeStats's blockList) and its
+// duration and tokens in the op groups (8: opGroupsBuilder); twice that
+// where a duration does not fit in 32 bits (4.3 s). RunChunks counts them
+// against Options.PackBytes.
+const listBytesPerCompute = 12
 
 // rowRunsOf returns rows (increasing) as runs of consecutive rows, or nil
 // when they are not in a few long runs (then they are grouped again):

@@ -316,7 +316,7 @@ func TestRunChunksPackBudget(t *testing.T) {
 			}
 		}
 	}
-	lists := int64(16 * compute)
+	lists := int64(12 * compute)
 	want, err := Run(tr, Options{Step: AllSteps})
 	if err != nil {
 		t.Fatal(err)

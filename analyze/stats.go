@@ -116,11 +116,36 @@ func statsVisit(ix *index, rep *Report) visit {
 	}, finish: func() { statsFinish(ix, rep, accs, wins) }}
 }
 
+// statsWide makes statsFinish widen every duration list (tests compare
+// the narrow lists with the wide ones).
+var statsWide = false
+
 // statsFinish adds up the workers' shares.
 func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	p := ix.p
-	durs := make([][3][][]int64, p) // the workers' blocks
-	ns := make([][3]int, p)         // and how many values they hold
+	durs := make([][3][][]int64, p)    // the workers' blocks, wide
+	durs32 := make([][3][][]uint32, p) // or narrow (every worker's list narrow)
+	ns := make([][3]int, p)            // and how many values they hold
+	for st := range p {
+		for k := range 3 {
+			// One worker's list gone wide (a duration over 4.3 s) makes
+			// them all wide.
+			wide := statsWide
+			for w := range accs {
+				wide = wide || accs[w].durs[st][k].wide
+			}
+			for w := range accs {
+				l := &accs[w].durs[st][k]
+				if wide {
+					l.widen()
+					durs[st][k] = l.blocks(durs[st][k])
+				} else {
+					durs32[st][k] = l.blocks32(durs32[st][k])
+				}
+				ns[st][k] += l.n
+			}
+		}
+	}
 	warm, cool, steady, wait := make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
 	exposedNs := map[boundaryKey]int64{}
 	var sumT int64
@@ -128,10 +153,6 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	for w := range accs {
 		a := &accs[w]
 		for st := range p {
-			for k := range 3 {
-				durs[st][k] = a.durs[st][k].blocks(durs[st][k])
-				ns[st][k] += a.durs[st][k].n
-			}
 			warm[st] += a.warm[st]
 			cool[st] += a.cool[st]
 			steady[st] += a.steady[st]
@@ -159,9 +180,14 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	nw := float64(windows)
 	var sumWait float64
 	dists := make([]Dist, 3*p) // sorting is the costly part: stages and kinds in parallel
-	scratch := make([][]int64, workers(3*p))
+	scratch, scratch32 := make([][]int64, workers(3*p)), make([][]uint32, workers(3*p))
 	forEach(3*p, func(w, x int) {
 		n := ns[x/3][x%3]
+		if bs := durs32[x/3][x%3]; bs != nil || durs[x/3][x%3] == nil {
+			scratch32[w] = grow(scratch32[w], n)
+			dists[x] = distOf(bs, n, scratch32[w])
+			return
+		}
 		scratch[w] = grow(scratch[w], n)
 		dists[x] = distOf(durs[x/3][x%3], n, scratch[w])
 	})
@@ -354,7 +380,7 @@ func distIn(ds, scratch []int64) Dist {
 
 // distOf is distIn of the n values of bs, one slice after the other (a
 // blockList's blocks), which it may reorder when there is one.
-func distOf(bs [][]int64, n int, scratch []int64) Dist {
+func distOf[T int64 | uint32](bs [][]T, n int, scratch []T) Dist {
 	if n == 0 {
 		return Dist{}
 	}
@@ -362,6 +388,7 @@ func distOf(bs [][]int64, n int, scratch []int64) Dist {
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, ds := range bs {
 		for _, d := range ds {
+			d := int64(d)
 			sum.add(d)
 			lo, hi = min(lo, d), max(hi, d)
 		}

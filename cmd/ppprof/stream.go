@@ -62,7 +62,7 @@ type streamPlan struct {
 // memory (--max-memory, else the machine's RAM) analysed whole. Chunks are
 // a tenth of that memory's worth of events, at most maxChunkRows; up to
 // two fifths of it hold chunks packed between passes (trace.Pack, 16-18
-// bytes per event) together with the lists the medians keep (16 bytes a
+// bytes per event) together with the lists the medians keep (12 bytes a
 // compute op): a fleet job of up to about memory/60 events is read once.
 //
 // Under auto, a trace of Arrow files with at least autoStreamRows events
