@@ -224,15 +224,26 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			// The lists the medians keep of every compute op share the
 			// budget: listBytesPerCompute each, for the whole trace as
 			// the chunks read so far predict it.
+			// And unless every chunk is packed, the visits unpack the
+			// packed ones into columns beside those they read the others
+			// into: one chunk's columns more.
 			if packing {
-				lists := int64(listBytesPerCompute) * int64(compute) * int64(len(ix.chunks)) / int64(c+1)
+				n, done := int64(len(ix.chunks)), int64(c+1)
+				lists := int64(listBytesPerCompute) * int64(compute) * n / done
 				if packed+lists >= opt.PackBytes {
 					packing = false
-				} else if p := trace.Pack(t); packed+p.Bytes()+lists <= opt.PackBytes {
-					ix.chunks[c].packed = p
-					packed += p.Bytes()
 				} else {
-					packing = false
+					p := trace.Pack(t)
+					need := packed + p.Bytes() + lists
+					if all := (packed + p.Bytes()) * n / done; all+lists > opt.PackBytes {
+						need += int64(t.Len()) * trace.RowBytes
+					}
+					if need <= opt.PackBytes {
+						ix.chunks[c].packed = p
+						packed += p.Bytes()
+					} else {
+						packing = false
+					}
 				}
 			}
 			if ix.chunks[c].packed != nil {

@@ -342,4 +342,21 @@ func TestRunChunksPackBudget(t *testing.T) {
 			t.Errorf("budget %d (packed %d + lists %d): %d loads of %d chunks, want each read once: %v", c.budget, packed, lists, pc.loads, len(groups), c.once)
 		}
 	}
+	// Room for three of the four chunks packed beside the lists, not for
+	// the columns a mix of packed and read chunks needs (one chunk's more):
+	// none is packed, every chunk is read as often as with no budget.
+	loads := func(budget int64) int {
+		pc := splitPipelines(tr, groups)
+		if _, err := RunChunks(pc, Options{Step: AllSteps, PackBytes: budget}); err != nil {
+			t.Fatal(err)
+		}
+		return pc.loads
+	}
+	if some, none := loads(packed*3/4+lists), loads(0); some != none {
+		t.Errorf("three quarters of the packed chunks' room: %d loads, want %d as with none packed", some, none)
+	}
+	rows := tr.Len() / len(groups)
+	if some, none := loads(packed*3/4+lists+int64(rows)*trace.RowBytes), loads(0); some >= none {
+		t.Errorf("room for three chunks and the columns of a mix: %d loads, want fewer than the %d of none packed", some, none)
+	}
 }

@@ -90,7 +90,7 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 const mergeReturnBytes = 512 << 20
 
 // rowBytes is the size of one row of trace.Trace's columns.
-const rowBytes = 122
+const rowBytes = trace.RowBytes
 
 // colMerger tracks the column bytes freed since they were last returned.
 type colMerger struct {

@@ -58,6 +58,9 @@ type Event struct {
 	GroupSeq   int64  // sequence number within Group; NoGroupSeq when unknown. An Event literal that leaves it out says 0: set NoGroupSeq.
 }
 
+// RowBytes is the memory one row takes in a Trace's columns.
+const RowBytes = 122
+
 // Len returns the number of events.
 func (t *Trace) Len() int { return len(t.Rank) }
 

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -213,5 +214,21 @@ func TestSortAndSlice(t *testing.T) {
 	}
 	if got := tr.Ranks(); len(got) != 2 || got[0] != 0 || got[1] != 2 {
 		t.Errorf("Ranks = %v", got)
+	}
+}
+
+// TestRowBytes: RowBytes is the sum of the columns' element sizes.
+func TestRowBytes(t *testing.T) {
+	var tr Trace
+	tr.Append(Event{})
+	v := reflect.ValueOf(tr)
+	n := 0
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Slice {
+			n += int(f.Type().Elem().Size())
+		}
+	}
+	if n != RowBytes {
+		t.Errorf("columns take %d bytes a row, RowBytes says %d", n, RowBytes)
 	}
 }
