@@ -235,7 +235,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 				} else {
 					p := trace.Pack(t)
 					need := packed + p.Bytes() + lists
-					if all := (packed + p.Bytes()) * n / done; all+lists > opt.PackBytes {
+					if all := (packed + p.Bytes()) * n / done; all+lists > opt.PackBytes && packMixColumns {
 						need += int64(t.Len()) * trace.RowBytes
 					}
 					if need <= opt.PackBytes {
@@ -416,6 +416,12 @@ type rowRun struct{ lo, hi int }
 // where a duration does not fit in 32 bits (4.3 s). RunChunks counts them
 // against Options.PackBytes.
 const listBytesPerCompute = 12
+
+// packMixColumns makes RunChunks count, when not every chunk will fit
+// packed, the columns of one chunk more against Options.PackBytes. Tests
+// turn it off to mix packed and re-read chunks on traces of a few chunks
+// (where the extra columns outweigh every chunk packed).
+var packMixColumns = true
 
 // rowRunsOf returns rows (increasing) as runs of consecutive rows, or nil
 // when they are not in a few long runs (then they are grouped again):

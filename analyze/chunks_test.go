@@ -125,6 +125,12 @@ func chunkCorpus(t *testing.T) map[string]*trace.Trace {
 // TestRunChunksIsRun: a trace analysed a few pipelines at a time, chunks
 // read again by every pass, gives Run's report to the bit.
 func TestRunChunksIsRun(t *testing.T) {
+	mixed := 0
+	defer func() {
+		if !t.Failed() && mixed == 0 {
+			t.Error("no split of the corpus had some chunks packed and others read again")
+		}
+	}()
 	for name, tr := range chunkCorpus(t) {
 		want, err := Run(tr, Options{Step: AllSteps})
 		if err != nil {
@@ -148,16 +154,32 @@ func TestRunChunksIsRun(t *testing.T) {
 			splits["reversed pairs"] = append(splits["reversed pairs"], pipes[max(0, i-2):i])
 		}
 		for how, groups := range splits {
-			// Chunks read again, half kept whole, all packed, some packed
-			// (a budget of about half of them at 30 bytes per event).
-			for _, cfg := range []struct{ keep, pack int }{{0, 0}, {tr.Len() / 2, 0}, {0, 1 << 40}, {0, tr.Len() * 15}} {
+			// Chunks read again, half kept whole, all packed, some packed:
+			// a budget of about half of them packed beside the medians'
+			// lists, without the columns a mix needs counted (with them,
+			// a trace of a few chunks is packed whole or not at all).
+			var packedAll int64
+			for _, p := range splitPipelines(tr, groups).parts {
+				packedAll += trace.Pack(p).Bytes()
+			}
+			some := packedAll/2 + listBytesPerCompute*int64(countCompute(tr))
+			noneLoads := 0
+			for _, cfg := range []struct{ keep, pack int }{{0, 0}, {tr.Len() / 2, 0}, {0, 1 << 40}, {0, int(some)}} {
 				pc := splitPipelines(tr, groups)
+				packMixColumns = cfg.pack != int(some)
 				got, err := RunChunks(pc, Options{Step: AllSteps, KeepRows: cfg.keep, PackBytes: int64(cfg.pack)})
+				packMixColumns = true
 				if err != nil {
 					t.Fatalf("%s, %s, %+v: %v", name, how, cfg, err)
 				}
 				if d := reportDiff(want, got); d != "" {
 					t.Fatalf("%s, %s, %+v: reports differ:\n%s", name, how, cfg, d)
+				}
+				if cfg == (struct{ keep, pack int }{}) {
+					noneLoads = pc.loads
+				}
+				if cfg.pack == int(some) && pc.loads > len(groups) && pc.loads < noneLoads {
+					mixed++ // some chunks packed, others read again
 				}
 				if cfg == (struct{ keep, pack int }{}) && len(groups) > 1 && pc.loads <= len(groups) {
 					t.Errorf("%s, %s: %d loads of %d chunks with none kept: passes did not read them again", name, how, pc.loads, len(groups))
@@ -180,6 +202,17 @@ func TestRunChunksIsRun(t *testing.T) {
 			}
 		}
 	}
+}
+
+// countCompute is the number of F, B and W rows of tr.
+func countCompute(tr *trace.Trace) int {
+	n := 0
+	for _, k := range tr.Kind {
+		if k == trace.F || k == trace.B || k == trace.W {
+			n++
+		}
+	}
+	return n
 }
 
 func containsInt32(xs []int32, x int32) bool {
