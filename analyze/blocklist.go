@@ -31,28 +31,27 @@ const listBlock = 1 << 16
 const listFirst = 256
 
 func (l *blockList) add(v int64) {
+	l.n++
 	if !l.wide {
 		if uint64(v) <= math.MaxUint32 {
-			if len(l.cur32) == cap(l.cur32) {
-				if l.cur32 != nil {
-					l.full32 = append(l.full32, l.cur32)
-				}
-				l.cur32 = make([]uint32, 0, nextBlock(cap(l.cur32)))
-			}
-			l.cur32 = append(l.cur32, uint32(v))
-			l.n++
+			push(&l.full32, &l.cur32, uint32(v))
 			return
 		}
 		l.widen()
 	}
-	if len(l.cur) == cap(l.cur) {
-		if l.cur != nil {
-			l.full = append(l.full, l.cur)
+	push(&l.full, &l.cur, v)
+}
+
+// push appends v to the block cur, which moves to full and is followed
+// by a fresh block (nextBlock) when it is full.
+func push[T int64 | uint32](full *[][]T, cur *[]T, v T) {
+	if len(*cur) == cap(*cur) {
+		if *cur != nil {
+			*full = append(*full, *cur)
 		}
-		l.cur = make([]int64, 0, nextBlock(cap(l.cur)))
+		*cur = make([]T, 0, nextBlock(cap(*cur)))
 	}
-	l.cur = append(l.cur, v)
-	l.n++
+	*cur = append(*cur, v)
 }
 
 // nextBlock is the capacity of the block after one of capacity c (0: the
@@ -89,19 +88,15 @@ func widen32(b []uint32, c int) []int64 {
 
 // blocks appends the list's blocks that hold values to bs. The list must
 // be wide (widen).
-func (l *blockList) blocks(bs [][]int64) [][]int64 {
-	bs = append(bs, l.full...)
-	if len(l.cur) > 0 {
-		bs = append(bs, l.cur)
-	}
-	return bs
-}
+func (l *blockList) blocks(bs [][]int64) [][]int64 { return appendBlocks(bs, l.full, l.cur) }
 
 // blocks32 appends the blocks of a narrow list that hold values to bs.
-func (l *blockList) blocks32(bs [][]uint32) [][]uint32 {
-	bs = append(bs, l.full32...)
-	if len(l.cur32) > 0 {
-		bs = append(bs, l.cur32)
+func (l *blockList) blocks32(bs [][]uint32) [][]uint32 { return appendBlocks(bs, l.full32, l.cur32) }
+
+func appendBlocks[T int64 | uint32](bs, full [][]T, cur []T) [][]T {
+	bs = append(bs, full...)
+	if len(cur) > 0 {
+		bs = append(bs, cur)
 	}
 	return bs
 }

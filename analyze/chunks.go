@@ -190,8 +190,10 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			tot.meta = t.Meta
 		}
 		tot.add(t)
-		for _, k := range t.Kind {
-			compute += b2i(k.IsCompute())
+		if packing { // only the pack budget needs the count
+			for _, k := range t.Kind {
+				compute += b2i(k.IsCompute())
+			}
 		}
 		ws, rows := groupWindowsIn(t, opt, ix.spareRows)
 		ix.spareRows = nil
