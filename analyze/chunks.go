@@ -71,7 +71,10 @@ type chunkState struct {
 	wins   []int         // its windows, as indices into index.windows, ascending
 	kept   *trace.Trace  // its rows when kept between passes; nil otherwise
 	packed *trace.Packed // its rows packed, when not kept but packed (Options.PackBytes); nil otherwise
-	rows   int
+	rows   int           // rows kept or packed: the source's, or its windows' only when one step is analysed
+	// srcRows: the source chunk's rows, all steps (what a chunk read
+	// again holds).
+	srcRows int
 }
 
 // scanTotals are what the passes need of the whole trace beyond its windows,
@@ -190,13 +193,25 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			tot.meta = t.Meta
 		}
 		tot.add(t)
+		srcRows, compacted := t.Len(), false
+		ws, rows := groupWindowsIn(t, opt, ix.spareRows)
+		ix.spareRows = nil
+		if whole == nil && opt.Step >= 0 {
+			// One step asked for: the chunk keeps, packs and unpacks the
+			// rows of its windows only (the totals above saw them all).
+			if t2 := stepRows(t, opt.Step, windowRows(ws)); t2 != nil {
+				if r, ok := src.(Recycler); ok {
+					r.Recycle(t)
+				}
+				t, compacted = t2, true
+				ws, rows = groupWindowsIn(t, opt, rows)
+			}
+		}
 		if packing { // only the pack budget needs the count
 			for _, k := range t.Kind {
 				compute += b2i(k.IsCompute())
 			}
 		}
-		ws, rows := groupWindowsIn(t, opt, ix.spareRows)
-		ix.spareRows = nil
 		guess := max(tot.meta.PP, int(tot.maxStage)+1)
 		if n := workers(len(ws)); len(scratch) < n {
 			scratch = make([]measureScratch, n)
@@ -216,7 +231,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			g.chunk, g.size, g.t = c, len(g.rows), t
 		}
 		ix.windows = append(ix.windows, ws...)
-		ix.chunks[c].rows = t.Len()
+		ix.chunks[c].rows, ix.chunks[c].srcRows = t.Len(), srcRows
 		if whole != nil || kept+t.Len() <= opt.KeepRows {
 			ix.chunks[c].kept = t
 			kept += t.Len()
@@ -259,9 +274,11 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 			ix.spareRows = rows
 			// Nothing refers to a packed chunk's trace any more: a source
 			// that recycles takes it back for the next chunk to be read
-			// into; the last one is what the visits unpack into.
+			// into; the last one is what the visits unpack into. (A
+			// chunk cut to one step's rows handed its source's columns
+			// back already.)
 			if ix.chunks[c].packed != nil {
-				if r, ok := src.(Recycler); ok && c+1 < len(ix.chunks) {
+				if r, ok := src.(Recycler); ok && c+1 < len(ix.chunks) && !compacted {
 					r.Recycle(t)
 				} else {
 					ix.spare = t
@@ -395,8 +412,8 @@ func (ix *index) attach(c int) error {
 	}
 	ws, rows := groupWindowsIn(t, Options{Step: ix.opt.Step}, ix.spareRows)
 	ix.spareRows, ix.rowsInUse = nil, rows
-	if t.Len() != cs.rows || len(ws) != len(cs.wins) {
-		return fmt.Errorf("chunk %d changed between reads: %d rows in %d windows, then %d rows in %d", c, cs.rows, len(cs.wins), t.Len(), len(ws))
+	if t.Len() != cs.srcRows || len(ws) != len(cs.wins) {
+		return fmt.Errorf("chunk %d changed between reads: %d rows in %d windows, then %d rows in %d", c, cs.srcRows, len(cs.wins), t.Len(), len(ws))
 	}
 	for i, g := range ws {
 		dst := ix.windows[cs.wins[i]]
@@ -406,6 +423,41 @@ func (ix *index) attach(c int) error {
 		dst.t, dst.rows = t, g.rows
 	}
 	return nil
+}
+
+// windowRows is the number of rows of windows ws.
+func windowRows(ws []*window) int {
+	n := 0
+	for _, g := range ws {
+		n += len(g.rows)
+	}
+	return n
+}
+
+// stepRows returns a new trace of t's n rows of step (in t's order), or
+// nil when those are all of t's rows. A rank's rows of one step are
+// consecutive in a trace in (rank, seq) order: they are copied a run at a
+// time.
+func stepRows(t *trace.Trace, step int64, n int) *trace.Trace {
+	if n == t.Len() {
+		return nil
+	}
+	out := &trace.Trace{Meta: t.Meta}
+	out.Grow(n)
+	steps := t.Step
+	for lo := 0; lo < len(steps); {
+		if steps[lo] != step {
+			lo++
+			continue
+		}
+		hi := lo + 1
+		for hi < len(steps) && steps[hi] == step {
+			hi++
+		}
+		out.AppendRows(t, lo, hi)
+		lo = hi
+	}
+	return out
 }
 
 // rowRun is rows [lo, hi) of a chunk.

@@ -189,16 +189,19 @@ func TestRunChunksIsRun(t *testing.T) {
 				}
 			}
 		}
-		// One step only.
-		step := Options{Step: 1}
-		want1, err1 := Run(tr, step)
-		got1, err2 := RunChunks(splitPipelines(tr, splits["one per chunk"]), step)
-		if (err1 == nil) != (err2 == nil) {
-			t.Fatalf("%s step 1: errors %v vs %v", name, err1, err2)
-		}
-		if err1 == nil {
-			if d := reportDiff(want1, got1); d != "" {
-				t.Fatalf("%s step 1: reports differ:\n%s", name, d)
+		// One step only: chunks read again, kept, packed (cut to the
+		// step's rows when kept or packed).
+		want1, err1 := Run(tr, Options{Step: 1})
+		for _, cfg := range []struct{ keep, pack int }{{0, 0}, {tr.Len() / 2, 0}, {0, 1 << 40}} {
+			pc := splitPipelines(tr, splits["one per chunk"])
+			got1, err2 := RunChunks(pc, Options{Step: 1, KeepRows: cfg.keep, PackBytes: int64(cfg.pack)})
+			if (err1 == nil) != (err2 == nil) {
+				t.Fatalf("%s step 1, %+v: errors %v vs %v", name, cfg, err1, err2)
+			}
+			if err1 == nil {
+				if d := reportDiff(want1, got1); d != "" {
+					t.Fatalf("%s step 1, %+v: reports differ:\n%s", name, cfg, d)
+				}
 			}
 		}
 	}
