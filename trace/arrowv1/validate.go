@@ -39,10 +39,16 @@ func quickValid(t *trace.Trace) bool {
 	if r < 0 || pipe < 0 || stage < 0 || tp < 0 {
 		return false
 	}
+	// Every column resliced to n rows: the loops below index them without
+	// bounds checks.
+	ranks, pipes, stages, tps := t.Rank[:n], t.Pipeline[:n], t.Stage[:n], t.TPRank[:n]
+	chunks, steps, mbs, kinds, peers := t.Chunk[:n], t.Step[:n], t.MicroBatch[:n], t.Kind[:n], t.Peer[:n]
+	seq, issue, start, end := t.Seq[:n], t.IssueNs[:n], t.StartNs[:n], t.EndNs[:n]
+	nbytes, tokens, mem, gseq, flops := t.Bytes[:n], t.Tokens[:n], t.MemBytes[:n], t.GroupSeq[:n], t.Flops[:n]
 	// One rank, one pipeline, stage and TP rank throughout.
 	var diff int32
 	for i := range n {
-		diff |= int32(t.Rank[i]-r) | (t.Pipeline[i] - pipe) | int32(t.Stage[i]-stage) | (t.TPRank[i] - tp)
+		diff |= int32(ranks[i]-r) | (pipes[i] - pipe) | int32(stages[i]-stage) | (tps[i] - tp)
 	}
 	if diff != 0 {
 		return false
@@ -52,34 +58,34 @@ func quickValid(t *trace.Trace) bool {
 	// quick check).
 	var neg int64
 	for i := range n {
-		neg |= int64(t.Chunk[i]) | t.Step[i] | (int64(t.MicroBatch[i]) + 1) | t.Bytes[i] | t.Tokens[i] | t.MemBytes[i] | (t.GroupSeq[i] + 1)
+		neg |= int64(chunks[i]) | steps[i] | (int64(mbs[i]) + 1) | nbytes[i] | tokens[i] | mem[i] | (gseq[i] + 1)
 	}
 	if neg < 0 {
 		return false
 	}
 	// Times: an issue time; an end only after a start, not before it.
-	// Seq strictly increasing.
-	bad := false
-	seq, issue, start, end := t.Seq, t.IssueNs, t.StartNs, t.EndNs
+	// Seq strictly increasing. Each failure sets a bit, no branches.
+	var bad uint8
 	for i := range n {
-		e := end[i]
-		bad = bad || issue[i] == trace.NoTime || e != trace.NoTime && (start[i] == trace.NoTime || e < start[i])
+		e, s := end[i], start[i]
+		bad |= b2u(issue[i] == trace.NoTime) | b2u(e != trace.NoTime)&(b2u(s == trace.NoTime)|b2u(e < s))
 	}
-	for i := 1; i < n; i++ {
-		bad = bad || seq[i] <= seq[i-1]
+	prev := seq[0]
+	for _, q := range seq[1:] {
+		bad |= b2u(q <= prev)
+		prev = q
 	}
-	if bad {
+	// FLOPs finite and not negative: NaN, negatives and +Inf fail.
+	for _, f := range flops {
+		bad |= b2u(!(f >= 0 && f <= math.MaxFloat64))
+	}
+	if bad != 0 {
 		return false
-	}
-	for _, f := range t.Flops {
-		if !(f >= 0 && f <= math.MaxFloat64) { // NaN, negative, +Inf
-			return false
-		}
 	}
 	// Kinds: valid (looked up once per kind below 64); a P2P op's peer
 	// another rank, else -1 or a rank.
 	var valid uint64 // bit k: kind k is valid
-	for i, k := range t.Kind {
+	for i, k := range kinds {
 		if k >= 64 || valid>>k&1 == 0 {
 			if !k.Valid() {
 				return false
@@ -88,14 +94,17 @@ func quickValid(t *trace.Trace) bool {
 				valid |= 1 << k
 			}
 		}
-		p := t.Peer[i]
-		if k.IsP2P() {
-			if p < 0 || p == r {
-				return false
-			}
-		} else if p < trace.NoRank {
-			return false
-		}
+		p2p := b2u(k.IsP2P())
+		p := peers[i]
+		bad |= p2p&(b2u(p < 0)|b2u(p == r)) | (p2p^1)&b2u(p < trace.NoRank)
 	}
-	return true
+	return bad == 0
+}
+
+// b2u is 1 for true, 0 for false (a flag set without a branch).
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
