@@ -49,10 +49,11 @@ func BenchmarkAnalyzeRanks(b *testing.B) {
 
 // BenchmarkRunChunks compares Run with RunChunks on the same trace (DP 8,
 // 2 steps of the fleet job: 1.5M events), split one replica per chunk:
-// every chunk kept (the passes' own cost of visiting chunk by chunk), and
-// none kept, read again by every visit (here a slice of the trace, so this
+// every chunk kept (the passes' own cost of visiting chunk by chunk); none
+// kept, read again by every visit (here a slice of the trace, so this
 // measures the analysis side of streaming, not the decoding of the reads:
-// ppprof analyze --stream measures both, docs/performance.md "Streaming").
+// ppprof analyze --stream measures both, docs/performance.md "Streaming");
+// every chunk packed; and every chunk packed for one step of the two.
 //
 //	go test -run XXX -bench RunChunks -benchtime 3x ./analyze/
 func BenchmarkRunChunks(b *testing.B) {
@@ -72,6 +73,16 @@ func BenchmarkRunChunks(b *testing.B) {
 			return err
 		}},
 		{"chunks-reread", func() error { _, err := RunChunks(pc, Options{Step: AllSteps}); return err }},
+		{"chunks-packed", func() error {
+			_, err := RunChunks(pc, Options{Step: AllSteps, PackBytes: 1 << 40})
+			return err
+		}},
+		// One step of the two: each chunk is cut to that step's rows
+		// before it is packed (events/s counts the whole trace's events).
+		{"chunks-packed-step1", func() error {
+			_, err := RunChunks(pc, Options{Step: 1, PackBytes: 1 << 40})
+			return err
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			cpu0 := cpuTime()
