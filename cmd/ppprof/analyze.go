@@ -105,6 +105,11 @@ var readAs = func(string) {}
 // analyzeWhole is analyze of a trace read whole (ingest.Open, analyze.Run).
 func analyzeWhole(opts *analyzeOptions, step int64) (*analyze.Report, error) {
 	readAs("whole")
+	if opts.stream == "never" { // auto reads whole only what fits
+		if err := checkFitsWhole(opts.paths, "use --stream auto (the default) or always"); err != nil {
+			return nil, err
+		}
+	}
 	res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return nil, err

@@ -48,6 +48,9 @@ func convertRun(opts *convertOptions) error {
 	if err != nil {
 		return fmt.Errorf("--compression: %w", err)
 	}
+	if err := checkFitsWhole(opts.paths, "convert merges its input in memory; convert fewer files at a time"); err != nil {
+		return err
+	}
 	res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return err

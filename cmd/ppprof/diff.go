@@ -74,6 +74,9 @@ func diffLoad(path string, opts *diffOptions) (gate.Values, error) {
 		}
 		return vals, nil
 	}
+	if err := checkFitsWhole([]string{path}, "diff reads a trace whole; save its analysis with ppprof analyze --format json (which streams) and diff the JSON files"); err != nil {
+		return nil, err
+	}
 	res, err := openTraces([]string{path}, opts.quiet, opts.stderr)
 	if err != nil {
 		return nil, err

@@ -109,6 +109,11 @@ const hangBytesPerEvent = 200
 
 // hangWhole is hang of a trace read whole (ingest.Open, hang.Run).
 func hangWhole(opts *hangOptions) (*hang.Report, error) {
+	if opts.stream == "never" { // auto reads whole only what fits
+		if err := checkFitsWhole(opts.paths, "use --stream auto (the default) or always"); err != nil {
+			return nil, err
+		}
+	}
 	res, err := openWithProgress(opts.paths, nil, opts.quiet, opts.stderr)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,35 @@ import (
 	"strings"
 
 	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/trace"
 )
+
+// machineMemory is the machine's RAM in bytes, 0 when unknown (a variable
+// for the tests).
+var machineMemory = memTotalBytes
+
+// checkFitsWhole fails, before anything is decoded, when the Arrow files
+// paths name hold more events than the machine's memory takes in the
+// model alone (trace.RowBytes an event, before any analysis): read whole,
+// they would end in the kernel's out-of-memory killer after minutes of
+// work. hint says what to do instead. An input whose events cannot be
+// counted from its headers (other formats, unreadable files: Open says
+// what is wrong with those) is let through.
+func checkFitsWhole(paths []string, hint string) error {
+	ram := machineMemory()
+	if ram <= 0 {
+		return nil
+	}
+	rows, exact, err := ingest.CountRows(paths)
+	if err != nil || !exact || rows*trace.RowBytes <= ram {
+		return nil
+	}
+	return fmt.Errorf("%s: %d events need at least %s read whole (%d bytes an event before any analysis), more than this machine's %s of memory: %s",
+		describePaths(paths), rows, gib(rows*trace.RowBytes), trace.RowBytes, gib(ram), hint)
+}
+
+// gib shows a size in GiB.
+func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
 // openTraces reads and merges paths, printing input warnings to stderr
 // unless quiet.

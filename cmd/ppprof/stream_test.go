@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/trace"
 )
 
 // TestAnalyzeStream: a job analysed a few pipeline replicas at a time
@@ -219,5 +221,54 @@ func TestAnalyzeStreamAutoFits(t *testing.T) {
 		if wantCode != 1 || gotCode != wantCode || gotErr != wantErr {
 			t.Errorf("dp %d, a corrupt file: auto exit %d %q, never exit %d %q", tc.dp, gotCode, gotErr, wantCode, wantErr)
 		}
+	}
+}
+
+// TestTooLargeToReadWhole: the commands that read a trace whole refuse,
+// before decoding it, an input whose events would not fit in the
+// machine's memory as the model alone (the machine made one byte smaller
+// than that), naming the events and what to do. One byte more and they
+// read it; with the machine's memory unknown nothing is refused; and
+// analyze under --stream auto (which plans with its own measure of the
+// memory) is not refused.
+func TestTooLargeToReadWhole(t *testing.T) {
+	tr := filepath.Join(t.TempDir(), "t.arrow")
+	simulateTo(t, tr, "--stages", "4", "--microbatches", "8", "--steps", "4")
+	rows, exact, err := ingest.CountRows([]string{tr})
+	if err != nil || !exact || rows == 0 {
+		t.Fatalf("CountRows: %d, %v, %v", rows, exact, err)
+	}
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	small := rows*trace.RowBytes - 1
+	machineMemory = func() int64 { return small }
+	out := filepath.Join(t.TempDir(), "out.arrow")
+	for _, args := range [][]string{
+		{"whatif", tr},
+		{"diff", tr, tr},
+		{"convert", "-o", out, tr},
+		{"analyze", "--stream", "never", tr},
+		{"hang", "--stream", "never", tr},
+	} {
+		_, stderr, code := ppprof(t, args...)
+		want := fmt.Sprintf("%d events need at least", rows)
+		if code != exitError || !strings.Contains(stderr, want) || !strings.Contains(stderr, "more than this machine's") {
+			t.Errorf("%v: exit %d, stderr %q: want exit %d and %q", args, code, stderr, exitError, want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("convert wrote %s though it refused the input", out)
+	}
+	// One byte more and it fits; unknown memory refuses nothing.
+	for _, mem := range []int64{small + 1, 0} {
+		machineMemory = func() int64 { return mem }
+		for _, args := range [][]string{{"whatif", tr}, {"analyze", "--stream", "never", tr}, {"hang", "--stream", "never", tr}} {
+			if _, stderr, code := ppprof(t, args...); code == exitError {
+				t.Errorf("memory %d, %v: exit %d: %s", mem, args, code, stderr)
+			}
+		}
+	}
+	machineMemory = func() int64 { return small }
+	if _, stderr, code := ppprof(t, "analyze", tr); code != exitOK {
+		t.Errorf("analyze (--stream auto) of a trace larger than the machine: exit %d: %s", code, stderr)
 	}
 }

@@ -65,6 +65,9 @@ func whatIfRun(opts *whatIfOptions) error {
 	if err := analyze.CheckScenarios(opts.scenarios); err != nil {
 		return fmt.Errorf("--scenario: %w", err)
 	}
+	if err := checkFitsWhole(opts.paths, "whatif reads its input whole; give it the files of fewer pipeline replicas (e.g. one replica's rank files), or use ppprof analyze, which streams"); err != nil {
+		return err
+	}
 	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
 	if err != nil {
 		return err
