@@ -111,3 +111,24 @@ func FuzzFastMatchesChecked(f *testing.F) {
 		sameRead(t, "fuzz input", data)
 	})
 }
+
+// TestStepRunsAndReadRows: on everything ppprof writes (every writer,
+// codec and batching), StepRuns answers and gives the step column's runs,
+// and ReadRows gives Read's rows; on damaged copies, whatever Read still
+// reads, they agree with it.
+func TestStepRunsAndReadRows(t *testing.T) {
+	everyEncoding(t, 11, 4, func(name string, rows int, data []byte, pristine bool) {
+		if pristine && rows > 0 {
+			if _, ok := StepRuns(data); !ok {
+				t.Errorf("%s: StepRuns refused what ppprof wrote", name)
+			}
+		}
+		res, err := Read(data)
+		if err != nil {
+			StepRuns(data) // must not panic
+			return
+		}
+		checkStepRuns(t, data, res.Trace)
+		checkReadRows(t, data, res.Trace)
+	})
+}

@@ -97,6 +97,8 @@ func checkRead(t *testing.T, data []byte) {
 	if res.Trace == nil {
 		t.Fatal("nil trace without an error")
 	}
+	checkStepRuns(t, data, res.Trace)
+	checkReadRows(t, data, res.Trace)
 	if err := res.Trace.Validate(); err != nil {
 		t.Fatalf("result fails Validate: %v", err)
 	}
@@ -326,6 +328,52 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		}
 		if got, err := os.ReadFile(path); err != nil || string(got) != want {
 			t.Errorf("seed corpus: %s is not %q (%v): run go test -run TestFuzzSeedCorpus -update-corpus", path, want, err)
+		}
+	}
+}
+
+// checkStepRuns checks StepRuns against the trace Read gave for data: when
+// it answers, its runs are the step column's, run by run.
+func checkStepRuns(t *testing.T, data []byte, read *trace.Trace) {
+	t.Helper()
+	runs, ok := StepRuns(data)
+	if !ok {
+		return
+	}
+	var want []StepRun
+	for i, s := range read.Step {
+		if i > 0 && s == read.Step[i-1] {
+			want[len(want)-1].Rows++
+			continue
+		}
+		want = append(want, StepRun{Step: s, Rows: 1})
+	}
+	if !slices.Equal(runs, want) {
+		t.Fatalf("StepRuns: %v, want %v", runs, want)
+	}
+}
+
+// checkReadRows checks ReadRows against the trace Read gave for data: rows
+// from a third of the way for half of them (at least one) are those rows;
+// an empty range and one past the end are errors.
+func checkReadRows(t *testing.T, data []byte, read *trace.Trace) {
+	t.Helper()
+	n := int64(read.Len())
+	if n == 0 {
+		return
+	}
+	lo := n / 3
+	hi := min(n, lo+max(1, n/2))
+	res, rows, err := ReadRows(data, lo, hi)
+	if err != nil || rows != n {
+		t.Fatalf("ReadRows(%d, %d) of %d rows: %v, %d rows", lo, hi, n, err, rows)
+	}
+	if d := trace.Diff(read.Slice(int(lo), int(hi)), res.Trace); d != "" {
+		t.Fatalf("ReadRows(%d, %d) differs from Read's rows: %s", lo, hi, d)
+	}
+	for _, bad := range [][2]int64{{lo, lo}, {0, n + 1}, {-1, 1}} {
+		if _, _, err := ReadRows(data, bad[0], bad[1]); err == nil {
+			t.Fatalf("ReadRows(%d, %d) of %d rows: no error", bad[0], bad[1], n)
 		}
 	}
 }

@@ -93,7 +93,7 @@ func ReadInto(data []byte, dst *trace.Trace, off, n int) (res *Result, placed bo
 		into = &rowRange{t: dst, off: off, n: n}
 	}
 	// No rows: Read's trace (empty, as Read leaves it) is those rows.
-	res, _, err = readFramesInto(data, memory.DefaultAllocator, true, false, into)
+	res, _, err = readFramesInto(data, memory.DefaultAllocator, true, false, into, nil)
 	if err != nil {
 		return nil, false, err
 	}

@@ -88,14 +88,27 @@ func ReadHead(data []byte) (res *Result, rows int64, err error) {
 	return readFramesWith(data, memory.DefaultAllocator, true, true)
 }
 
+// ReadRows is Read of rows [lo, hi) of the input alone, numbered as Read
+// numbers them (0 is the first row of the first record batch): only the
+// record batches holding them are decoded (with the schema and the
+// dictionaries) and validated, the others are framed. Result.Trace holds
+// exactly those rows (sharing the decoded batches' columns); Batches,
+// Truncated and the byte counts describe the whole input, and rows counts
+// all its rows. [lo, hi) must be a non-empty range of the input's rows.
+// With StepRuns it reads a large file a few steps at a time.
+func ReadRows(data []byte, lo, hi int64) (res *Result, rows int64, err error) {
+	return readFramesInto(data, memory.DefaultAllocator, true, false, nil, &[2]int64{lo, hi})
+}
+
 // readFramesWith is Read (head false) and ReadHead (head true).
 func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result, int64, error) {
-	return readFramesInto(data, mem, fast, head, nil)
+	return readFramesInto(data, mem, fast, head, nil, nil)
 }
 
 // readFramesInto is readFramesWith, decoding into the rows into (when not
-// nil) when the input holds that many rows (ReadInto).
-func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *rowRange) (*Result, int64, error) {
+// nil) when the input holds that many rows (ReadInto), or only rows
+// [span[0], span[1]) when span is not nil (ReadRows).
+func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *rowRange, span *[2]int64) (*Result, int64, error) {
 	res := &Result{BytesTotal: int64(len(data)), Format: Sniff(data)}
 	if cutBeforeSchema(data) {
 		return nil, 0, ErrNoSchema
@@ -135,8 +148,32 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 			last = i
 		}
 	}
-	if into != nil && (head || rows != int64(into.n)) {
+	if into != nil && (head || span != nil || rows != int64(into.n)) {
 		into = nil
+	}
+	from := int64(0) // the first decoded row's number in the input
+	if span != nil {
+		lo, hi := span[0], span[1]
+		if lo < 0 || lo >= hi || hi > rows {
+			return nil, 0, fmt.Errorf("rows %d to %d asked of %d", lo, hi, rows)
+		}
+		// Every dictionary, and the record batches holding rows [lo, hi).
+		var keep []frame
+		at, first := int64(0), true
+		for _, fr := range frames {
+			if fr.info.header == headerRecordBatch {
+				n := fr.info.rows
+				at += n
+				if at <= lo || at-n >= hi {
+					continue
+				}
+				if first {
+					from, first = at-n, false
+				}
+			}
+			keep = append(keep, fr)
+		}
+		frames = keep
 	}
 	if head && total > 2 {
 		// Every dictionary, the first and the last record batch.
@@ -174,11 +211,17 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 		}
 	}
 	res.Trace, res.Batches = t, batches
-	if head {
+	if head || span != nil {
 		res.Batches = total
 	}
 	if err := validate(t); err != nil {
 		return nil, 0, fmt.Errorf("invalid trace: %w", err)
+	}
+	if span != nil {
+		if int64(t.Len()) < span[1]-from {
+			return nil, 0, fmt.Errorf("rows %d to %d asked: the batches holding them decoded to %d rows from row %d", span[0], span[1], t.Len(), from)
+		}
+		res.Trace = t.Slice(int(span[0]-from), int(span[1]-from))
 	}
 	return res, rows, nil
 }
@@ -262,28 +305,9 @@ func fileFrames(data []byte) (frames []frame, ok bool) {
 // Errors are Read's for input that cannot be framed: ErrNotArrow,
 // ErrNoSchema, a corrupt message.
 func Rows(data []byte) (int64, error) {
-	if cutBeforeSchema(data) {
-		return 0, ErrNoSchema
-	}
-	var frames []frame
-	switch Sniff(data) {
-	case FormatFile:
-		var ok bool
-		if frames, ok = fileFrames(data); !ok {
-			s, err := scanStream(data, fileStreamStart)
-			if err != nil {
-				return 0, err
-			}
-			frames = s.frames
-		}
-	case FormatStream:
-		s, err := scanStream(data, 0)
-		if err != nil {
-			return 0, err
-		}
-		frames = s.frames
-	default:
-		return 0, ErrNotArrow
+	frames, err := framesOf(data)
+	if err != nil {
+		return 0, err
 	}
 	var n int64
 	for _, fr := range frames {
@@ -292,4 +316,31 @@ func Rows(data []byte) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// framesOf frames the complete messages of an Arrow IPC file (through its
+// footer, else as the stream after its magic) or stream, with Read's
+// errors for input that cannot be framed.
+func framesOf(data []byte) ([]frame, error) {
+	if cutBeforeSchema(data) {
+		return nil, ErrNoSchema
+	}
+	switch Sniff(data) {
+	case FormatFile:
+		if frames, ok := fileFrames(data); ok {
+			return frames, nil
+		}
+		s, err := scanStream(data, fileStreamStart)
+		if err != nil {
+			return nil, err
+		}
+		return s.frames, nil
+	case FormatStream:
+		s, err := scanStream(data, 0)
+		if err != nil {
+			return nil, err
+		}
+		return s.frames, nil
+	}
+	return nil, ErrNotArrow
 }
