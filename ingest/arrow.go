@@ -41,8 +41,10 @@ type arrowRead struct {
 // With head set only the first record batch is decoded (arrowv1.ReadHead):
 // trace holds its rows, rows counts the input's. With into (and not head),
 // the rows are decoded into those rows of into.t where the input holds
-// into.n rows (arrowv1.ReadInto): trace is then those rows.
-func readArrow(data []byte, head bool, into *rowRange) (ar arrowRead, err error) {
+// into.n rows (arrowv1.ReadInto): trace is then those rows. With span
+// (and not head), only rows [span[0], span[1]) are decoded
+// (arrowv1.ReadRows): trace is those rows.
+func readArrow(data []byte, head bool, into *rowRange, span *[2]int64) (ar arrowRead, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ar, err = arrowRead{}, fmt.Errorf("corrupt Arrow data: decoder panicked: %v", p)
@@ -52,6 +54,11 @@ func readArrow(data []byte, head bool, into *rowRange) (ar arrowRead, err error)
 	var rows int64
 	if head {
 		res, rows, err = arrowv1.ReadHead(data)
+	} else if span != nil {
+		res, _, err = arrowv1.ReadRows(data, span[0], span[1])
+		if res != nil {
+			rows = int64(res.Trace.Len())
+		}
 	} else if into != nil {
 		res, _, err = arrowv1.ReadInto(data, into.t, into.off, into.n)
 		if res != nil {

@@ -31,7 +31,12 @@ type Chunks struct {
 	pipes  [][]int32  // of Files: their pipelines, increasing
 	groups [][]int    // per chunk: indices into Files, increasing
 	rows   []int      // per chunk
-	opt    readOpts
+	// Of chunks cut between steps (CutSteps; nil when none is): per chunk,
+	// the rows [lo, hi) of each of its files (nil: all), and its steps
+	// [first, last].
+	spans [][][2]int64
+	steps [][2]int64
+	opt   readOpts
 
 	mu    sync.Mutex
 	spare *trace.Trace // a chunk handed back (Recycle), for the next to be read into
@@ -261,19 +266,34 @@ func (c *Chunks) NumChunks() int { return len(c.groups) }
 func (c *Chunks) Rows(i int) int { return c.rows[i] }
 
 // Chunk reads chunk i's files and merges them into one trace ordered by
-// (rank, seq), with the whole job's metadata. A file that no longer reads
-// as it did (changed or removed since OpenChunks) is an error naming it.
+// (rank, seq), with the whole job's metadata; of a chunk cut between steps
+// (CutSteps), only their rows of its steps. A file that no longer reads as
+// it did (changed or removed since OpenChunks) is an error naming it.
 func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 	if i < 0 || i >= len(c.groups) {
 		return nil, fmt.Errorf("chunk %d of %d", i, len(c.groups))
 	}
-	files := c.groups[i]
-	inputs := make([]input, len(files))
-	for k, fi := range files {
-		inputs[k] = input{path: c.paths[fi], source: -1}
+	var spans [][2]int64
+	if c.spans != nil {
+		spans = c.spans[i]
+	}
+	var files []int
+	var inputs []input
+	for k, fi := range c.groups[i] {
+		in := input{path: c.paths[fi], source: -1}
+		if spans != nil {
+			if spans[k][0] == spans[k][1] {
+				continue // no rows of the chunk's steps
+			}
+			in.rows = &spans[k]
+		}
+		files, inputs = append(files, fi), append(inputs, in)
 	}
 	// Arrow files are read into their rows of the chunk (place.go).
-	big := c.place(files, inputs)
+	var big *trace.Trace
+	if spans == nil {
+		big = c.place(files, inputs)
+	}
 	parts := make([]*trace.Trace, 0, len(files))
 	into := make([]*rowRange, 0, len(files))
 	k := 0
@@ -282,6 +302,9 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 		k++
 		if r.err != nil {
 			return r.err
+		}
+		if in.rows != nil {
+			return c.checkSpan(i, in, fi, r.p.t, &parts)
 		}
 		// An Arrow file's rows were validated by reading it (text formats'
 		// are checked here, as Open does); files hold disjoint ranks, so the
@@ -321,6 +344,37 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 	}
 	t.Meta = c.meta
 	return t, nil
+}
+
+// checkSpan checks the rows t of file fi read for cut chunk i (in.rows of
+// it) and adds them to parts: as many as the step runs said, of the
+// chunk's steps only, of the file's ranks and replicas.
+func (c *Chunks) checkSpan(i int, in input, fi int, t *trace.Trace, parts *[]*trace.Trace) error {
+	t.SortByRankSeq()
+	lo, hi := in.rows[0], in.rows[1]
+	first, last := c.steps[i][0], c.steps[i][1]
+	if int64(t.Len()) != hi-lo {
+		return &FileError{Path: in.path, Err: fmt.Errorf("changed since it was first read: rows %d to %d asked, %d read", lo, hi, t.Len())}
+	}
+	for _, s := range t.Step {
+		if s < first || s > last {
+			return &FileError{Path: in.path, Err: fmt.Errorf("changed since it was first read: rows %d to %d hold step %d, not only steps %d to %d", lo, hi, s, first, last)}
+		}
+	}
+	if !subset(rankInts(t.Ranks()), rankInts(c.Files[fi].Ranks)) || !subset(pipelinesOf(t), c.pipes[fi]) {
+		return &FileError{Path: in.path, Err: fmt.Errorf("holds ranks or pipeline replicas its first and last record batches do not show, so it cannot be read a few replicas at a time: use --stream never")}
+	}
+	*parts = append(*parts, t)
+	return nil
+}
+
+// rankInts views ranks as int32s (subset's type).
+func rankInts(rs []trace.Rank) []int32 {
+	out := make([]int32, len(rs))
+	for i, r := range rs {
+		out[i] = int32(r)
+	}
+	return out
 }
 
 // place gives each of a chunk's files (inputs, of c.Files[files[k]]) its

@@ -58,6 +58,9 @@ type readOpts struct {
 	head bool
 	// into: decode Arrow input into these rows (place.go).
 	into *rowRange
+	// rows: decode only these rows [lo, hi) of Arrow input (Chunks cut
+	// between steps, steps.go).
+	rows *[2]int64
 }
 
 func readFileOpts(path string, opt readOpts) (*trace.Trace, FileInfo, []Warning, error) {
@@ -297,7 +300,7 @@ func readData(path string, data []byte, opt readOpts) (*part, error) {
 	switch f := p.info.Format; f {
 	case FormatArrowFile, FormatArrowStream:
 		var ar arrowRead
-		ar, err = readArrow(data, opt.head, opt.into)
+		ar, err = readArrow(data, opt.head, opt.into, opt.rows)
 		if err == nil {
 			t = ar.trace
 			p.into = opt.into

@@ -258,6 +258,7 @@ type input struct {
 	path   string
 	source int       // index of the directory or pattern it came from; -1 when named directly
 	into   *rowRange // where an Arrow file's rows go (place.go); nil for a trace of its own
+	rows   *[2]int64 // only these rows [lo, hi) of an Arrow file (steps.go); nil for all
 }
 
 // source is a directory or pattern that must yield at least one trace file.
@@ -440,7 +441,7 @@ var sniffBufs = sync.Pool{New: func() any { b := make([]byte, sniffLen); return 
 // first sniffed from its first bytes, so a large file that is not a trace
 // (a core dump beside the rank files) is skipped without being read whole.
 func readInput(in input, opt readOpts) readResult {
-	opt.into = in.into
+	opt.into, opt.rows = in.into, in.rows
 	fail := func(p *part, err error) readResult {
 		r := readResult{err: err}
 		if p != nil {

@@ -151,29 +151,13 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 	if into != nil && (head || span != nil || rows != int64(into.n)) {
 		into = nil
 	}
+	all := frames
 	from := int64(0) // the first decoded row's number in the input
 	if span != nil {
-		lo, hi := span[0], span[1]
-		if lo < 0 || lo >= hi || hi > rows {
+		if lo, hi := span[0], span[1]; lo < 0 || lo >= hi || hi > rows {
 			return nil, 0, fmt.Errorf("rows %d to %d asked of %d", lo, hi, rows)
 		}
-		// Every dictionary, and the record batches holding rows [lo, hi).
-		var keep []frame
-		at, first := int64(0), true
-		for _, fr := range frames {
-			if fr.info.header == headerRecordBatch {
-				n := fr.info.rows
-				at += n
-				if at <= lo || at-n >= hi {
-					continue
-				}
-				if first {
-					from, first = at-n, false
-				}
-			}
-			keep = append(keep, fr)
-		}
-		frames = keep
+		frames, from = spanFrames(all, span[0], span[1])
 	}
 	if head && total > 2 {
 		// Every dictionary, the first and the last record batch.
@@ -192,22 +176,35 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 	}
 	// The fast decoder takes what ppprof writes; what it does not take,
 	// and every error, goes through arrow-go (decodeFrames).
-	var t *trace.Trace
-	var batches int
-	ok := false
-	if fast {
-		t, batches, ok = fastReadInto(frames, len(data), into)
-	}
-	if !ok {
-		var err error
-		t, batches, err = decodeFrames(frames, &limitAllocator{mem: mem, limit: readLimit(len(data))})
-		if err != nil {
-			return nil, 0, err
+	decode := func(frames []frame) (t *trace.Trace, batches int, err error) {
+		ok := false
+		if fast {
+			t, batches, ok = fastReadInto(frames, len(data), into)
 		}
-		if into != nil && t.Len() == into.n {
-			v := into.view(t.Meta)
-			copyRows(v, t)
-			t = v
+		if !ok {
+			t, batches, err = decodeFrames(frames, &limitAllocator{mem: mem, limit: readLimit(len(data))})
+			if err != nil {
+				return nil, 0, err
+			}
+			if into != nil && t.Len() == into.n {
+				v := into.view(t.Meta)
+				copyRows(v, t)
+				t = v
+			}
+		}
+		return t, batches, nil
+	}
+	t, batches, err := decode(frames)
+	if err != nil {
+		return nil, 0, err
+	}
+	if span != nil && from > 0 && neverStarted(t) {
+		// A row that never started and records no issue time takes its
+		// rank's previous issue time, which may lie in a batch before
+		// those decoded: decode from the first.
+		frames, from = spanFrames(all, 0, span[1])
+		if t, batches, err = decode(frames); err != nil {
+			return nil, 0, err
 		}
 	}
 	res.Trace, res.Batches = t, batches
@@ -224,6 +221,38 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 		res.Trace = t.Slice(int(span[0]-from), int(span[1]-from))
 	}
 	return res, rows, nil
+}
+
+// spanFrames returns frames' dictionaries and the record batches holding
+// rows [lo, hi), and the number of the first row of those batches.
+func spanFrames(frames []frame, lo, hi int64) (keep []frame, from int64) {
+	at, first := int64(0), true
+	for _, fr := range frames {
+		if fr.info.header == headerRecordBatch {
+			n := fr.info.rows
+			at += n
+			if at <= lo || at-n >= hi {
+				continue
+			}
+			if first {
+				from, first = at-n, false
+			}
+		}
+		keep = append(keep, fr)
+	}
+	return keep, from
+}
+
+// neverStarted reports whether some row of t has neither a start nor an
+// end time (its issue time, when not recorded, is its rank's previous:
+// decoder.finish).
+func neverStarted(t *trace.Trace) bool {
+	for i, s := range t.StartNs {
+		if s == trace.NoTime && t.EndNs[i] == trace.NoTime {
+			return true
+		}
+	}
+	return false
 }
 
 // cutBeforeSchema reports whether data is too short to hold a schema but is

@@ -1,0 +1,171 @@
+package ingest
+
+import (
+	"os"
+	"slices"
+	"sync/atomic"
+
+	"github.com/ppprof/ppprof/trace/arrowv1"
+)
+
+// CutSteps cuts every chunk of more than limit rows (a pipeline replica
+// larger than limit: its files make a chunk of their own) between steps,
+// into chunks of at most maxRows rows each (a step of more rows is a chunk
+// of its own), so that a replica too large for memory is read a few steps
+// at a time. A chunk is cut only when every one of its files is an Arrow
+// file (not gzip-compressed) whose rows' steps never decrease, in file
+// order (a rank file as a collector writes it): finding out decodes each
+// such file's step column once (arrowv1.StepRuns). Other chunks stay
+// whole. It returns the number of chunks cut (limit <= 0: none).
+//
+// Chunk(c) of a cut chunk reads, of each of its files, only the record
+// batches holding the rows of its steps (arrowv1.ReadRows), and returns
+// exactly those rows, as Open would give them: every (step, pipeline
+// replica) window is in one chunk. A replica's P2P channels are not, so
+// cut chunks are for analyses of such windows (analyze), not for hang,
+// which matches a replica's P2P ops over its whole history.
+func (c *Chunks) CutSteps(limit, maxRows int) int {
+	if limit <= 0 {
+		return 0
+	}
+	cut := 0
+	var groups [][]int
+	var rows []int
+	var spans [][][2]int64
+	var steps [][2]int64
+	for i, g := range c.groups {
+		if c.rows[i] > limit {
+			if parts := c.cutGroup(g, maxRows); parts != nil {
+				for _, p := range parts {
+					groups, rows = append(groups, g), append(rows, p.rows)
+					spans, steps = append(spans, p.spans), append(steps, p.steps)
+				}
+				cut++
+				continue
+			}
+		}
+		groups, rows = append(groups, g), append(rows, c.rows[i])
+		spans, steps = append(spans, nil), append(steps, [2]int64{})
+	}
+	c.groups, c.rows, c.spans, c.steps = groups, rows, spans, steps
+	return cut
+}
+
+// stepCut is one chunk of a group cut between steps: its rows, each file's
+// rows [lo, hi) in file order, its steps [first, last].
+type stepCut struct {
+	rows  int
+	spans [][2]int64
+	steps [2]int64
+}
+
+// cutGroup cuts the group of files into chunks of whole steps, at most
+// maxRows rows each where a step is not larger; nil when a file cannot be
+// cut (see CutSteps) or the group makes one chunk anyway.
+func (c *Chunks) cutGroup(files []int, maxRows int) []stepCut {
+	runs := make([][]arrowv1.StepRun, len(files))
+	var failed atomic.Bool
+	eachParallel(len(files), func(k int) {
+		if failed.Load() {
+			return
+		}
+		r, ok := fileStepRuns(c.paths[files[k]], c.Files[files[k]])
+		if !ok {
+			failed.Store(true)
+		}
+		runs[k] = r
+	})
+	if failed.Load() {
+		return nil
+	}
+	// The group's steps and their rows.
+	perStep := map[int64]int{}
+	for _, rs := range runs {
+		for _, r := range rs {
+			perStep[r.Step] += int(r.Rows)
+		}
+	}
+	all := make([]int64, 0, len(perStep))
+	for s := range perStep {
+		all = append(all, s)
+	}
+	slices.Sort(all)
+	// Ranges of whole steps, greedily up to maxRows rows.
+	var ranges [][2]int64
+	acc := 0
+	for i, s := range all {
+		if i > 0 && acc > 0 && acc+perStep[s] > maxRows {
+			ranges[len(ranges)-1][1] = all[i-1]
+			acc = 0
+		}
+		if acc == 0 {
+			ranges = append(ranges, [2]int64{s, s})
+		}
+		acc += perStep[s]
+	}
+	if len(ranges) < 2 {
+		return nil
+	}
+	ranges[len(ranges)-1][1] = all[len(all)-1]
+	out := make([]stepCut, len(ranges))
+	for j, rg := range ranges {
+		out[j] = stepCut{spans: make([][2]int64, len(files)), steps: rg}
+		for k, rs := range runs {
+			var lo, hi int64 // rows before step rg[0], and up to step rg[1]
+			for _, r := range rs {
+				if r.Step < rg[0] {
+					lo += r.Rows
+				}
+				if r.Step <= rg[1] {
+					hi += r.Rows
+				}
+			}
+			out[j].spans[k] = [2]int64{lo, hi}
+			out[j].rows += int(hi - lo)
+		}
+	}
+	return out
+}
+
+// fileStepRuns returns the step runs of the file at path (as OpenChunks
+// found it: info); ok is false when it cannot be cut between steps: not
+// an Arrow file, gzip-compressed, steps that decrease somewhere in file
+// order, or rows other than OpenChunks counted.
+func fileStepRuns(path string, info FileInfo) ([]arrowv1.StepRun, bool) {
+	if info.Format != FormatArrowFile && info.Format != FormatArrowStream || info.Compressed {
+		return nil, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	data, release, err := arrowv1.MapFile(f)
+	if err != nil {
+		return nil, false
+	}
+	defer release()
+	runs, ok := stepRuns(data)
+	if !ok {
+		return nil, false
+	}
+	var n int64
+	for i, r := range runs {
+		if i > 0 && r.Step <= runs[i-1].Step {
+			return nil, false
+		}
+		n += r.Rows
+	}
+	return runs, n == int64(info.Events)
+}
+
+// stepRuns is arrowv1.StepRuns, a fault (a file truncated while mapped)
+// answering "cannot".
+func stepRuns(data []byte) (runs []arrowv1.StepRun, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			runs, ok = nil, false
+		}
+	}()
+	return arrowv1.StepRuns(data)
+}

@@ -1,0 +1,176 @@
+package ingest
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
+	"github.com/ppprof/ppprof/trace/arrowv1"
+)
+
+// stepWindows returns the (step, pipeline) windows of t's rows.
+func stepWindows(t *trace.Trace) map[[2]int64]int {
+	out := map[[2]int64]int{}
+	for i := range t.Len() {
+		out[[2]int64{t.Step[i], int64(t.Pipeline[i])}]++
+	}
+	return out
+}
+
+// TestCutSteps: replicas larger than the limit are cut between steps into
+// chunks of at most maxRows rows (or one step), which between them hold
+// exactly Open's rows, each (step, replica) window whole in one chunk, in
+// (rank, seq) order; replicas within the limit stay whole.
+func TestCutSteps(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "interleaved", Stages: 4, MicroBatches: 8, DP: 2, TP: 2, Steps: 7,
+		Jitter: 0.1, Seed: 5, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFiles(t, t.TempDir(), tr) // 64-row batches: a step spans several
+	whole, err := Open([]string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPipe := tr.Len() / 2
+	perStep := perPipe / 7
+	for _, cfg := range []struct{ limit, maxRows, wantCut int }{
+		{0, 1, 0},                     // never
+		{perPipe, 1, 0},               // replicas within the limit
+		{perPipe - 1, 1, 2},           // one step a chunk
+		{perPipe - 1, 3 * perStep, 2}, // three steps a chunk
+		{perPipe - 1, perPipe, 0},     // cut to one chunk: left whole
+	} {
+		c, err := OpenChunks([]string{dir}, 1, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.NumChunks() != 2 {
+			t.Fatalf("%d chunks before cutting, want the 2 replicas", c.NumChunks())
+		}
+		if got := c.CutSteps(cfg.limit, cfg.maxRows); got != cfg.wantCut {
+			t.Errorf("%+v: %d chunks cut, want %d", cfg, got, cfg.wantCut)
+		}
+		var all []*trace.Trace
+		inChunk := map[[2]int64]int{}
+		for i := range c.NumChunks() {
+			ch, err := c.Chunk(i)
+			if err != nil {
+				t.Fatalf("%+v: chunk %d: %v", cfg, i, err)
+			}
+			if ch.Len() != c.Rows(i) {
+				t.Errorf("%+v: chunk %d: %d rows, said %d", cfg, i, ch.Len(), c.Rows(i))
+			}
+			ws := stepWindows(ch)
+			steps := map[int64]bool{}
+			for w := range ws {
+				steps[w[0]] = true
+			}
+			if cfg.wantCut > 0 && ch.Len() > cfg.maxRows && len(steps) > 1 {
+				t.Errorf("%+v: chunk %d: %d rows of %d steps, over %d", cfg, i, ch.Len(), len(steps), cfg.maxRows)
+			}
+			for w := range ws {
+				if prev, ok := inChunk[w]; ok {
+					t.Fatalf("%+v: window %v in chunks %d and %d", cfg, w, prev, i)
+				}
+				inChunk[w] = i
+			}
+			if !slices.IsSortedFunc(rowKeys(ch), func(a, b [2]int64) int {
+				if a[0] != b[0] {
+					return int(a[0] - b[0])
+				}
+				return int(a[1] - b[1])
+			}) {
+				t.Errorf("%+v: chunk %d not in (rank, seq) order", cfg, i)
+			}
+			all = append(all, ch)
+		}
+		merged, err := mergePartsReturning(all, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged.Meta = whole.Trace.Meta
+		if d := trace.Diff(merged, whole.Trace); d != "" {
+			t.Fatalf("%+v: the chunks' rows are not Open's: %s", cfg, d)
+		}
+	}
+}
+
+// rowKeys is each row's (rank, seq).
+func rowKeys(t *trace.Trace) [][2]int64 {
+	out := make([][2]int64, t.Len())
+	for i := range out {
+		out[i] = [2]int64{int64(t.Rank[i]), t.Seq[i]}
+	}
+	return out
+}
+
+// TestCutStepsLeavesWhole: a replica with a file that cannot be cut
+// between steps (a CSV file; an Arrow file whose steps go back) is left
+// whole; and a file changed after the cut is named when its chunk is read.
+func TestCutStepsLeavesWhole(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, DP: 1, Steps: 4, OptMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFiles(t, t.TempDir(), tr)
+	r0 := rankSlice(tr, 0)
+	// Rank 1's steps go back: its rows in file order run 2, 3, 0, 1
+	// (seq renumbered to stay increasing, as a file must).
+	r1 := rankSlice(tr, 1)
+	var idx []int
+	for _, from := range []int64{2, 3, 0, 1} {
+		for i := range r1.Len() {
+			if r1.Step[i] == from {
+				idx = append(idx, i)
+			}
+		}
+	}
+	back := r1.Permute(idx)
+	for i := range back.Seq {
+		back.Seq[i] = int64(i)
+	}
+	writeArrowStream(t, filepath.Join(dir, "rank-00001.arrows"), back)
+	c, err := OpenChunks([]string{dir}, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CutSteps(1, 1); got != 0 {
+		t.Errorf("steps going back in rank 1's file: %d chunks cut, want 0", got)
+	}
+	// Put rank 1 right: cut; then rank 0's file loses its last step.
+	writeArrowStream(t, filepath.Join(dir, "rank-00001.arrows"), r1)
+	c, err = OpenChunks([]string{dir}, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CutSteps(1, 1); got != 1 || c.NumChunks() != 4 {
+		t.Fatalf("%d cut into %d chunks, want 1 into 4 (one a step)", got, c.NumChunks())
+	}
+	var keep []int
+	for i := range r0.Len() {
+		if r0.Step[i] != 3 {
+			keep = append(keep, i)
+		}
+	}
+	writeArrowStream(t, filepath.Join(dir, "rank-00000.arrows"), r0.Permute(keep))
+	if _, err := c.Chunk(3); err == nil {
+		t.Error("rank 0's file lost step 3 after the cut: no error reading its chunk")
+	}
+}
+
+// writeArrowStream writes tr to path as writeRankFiles writes a rank.
+func writeArrowStream(t *testing.T, path string, tr *trace.Trace) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := arrowv1.WriteStream(&b, tr, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 64}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
