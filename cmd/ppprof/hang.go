@@ -145,6 +145,9 @@ func hangStreamed(opts *hangOptions, plan streamPlan) (*hang.Report, error) {
 		}
 		return nil, err
 	}
+	if err := checkChunksFit(ch, opts.paths, "hang matches each replica's P2P ops over its whole history, so it reads a replica at once"); err != nil {
+		return nil, err
+	}
 	// Each chunk is garbage once scanned, but for the few rows it leaves
 	// behind: collect often, so the heap stays near one chunk.
 	defer debug.SetGCPercent(debug.SetGCPercent(25))

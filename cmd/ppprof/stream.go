@@ -10,6 +10,7 @@ import (
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/trace"
 )
 
 // Memory per event, measured (docs/performance.md "Memory"): what analyze
@@ -46,6 +47,7 @@ var (
 type streamPlan struct {
 	stream    bool
 	chunkRows int   // rows per chunk (ingest.OpenChunks)
+	cutRows   int   // a replica of more rows is cut between steps (ingest.Chunks.CutSteps; analyze only)
 	packBytes int64 // memory for chunks kept packed between passes (analyze.Options.PackBytes)
 	mode      string
 	// optional: auto streams for speed, not for memory: if the input
@@ -89,7 +91,7 @@ func planStreamFor(paths []string, mode, maxMemory string, maps bool, perEvent i
 		}
 		ram = n
 	}
-	p := streamPlan{mode: mode, chunkRows: int(min(ram/10/perEvent, maxChunkRows)), packBytes: ram / 5 * 2}
+	p := streamPlan{mode: mode, chunkRows: int(min(ram/10/perEvent, maxChunkRows)), cutRows: int(ram / 4 / perEvent), packBytes: ram / 5 * 2}
 	switch mode {
 	case "never":
 		return p, nil
@@ -113,6 +115,10 @@ func planStreamFor(paths []string, mode, maxMemory string, maps bool, perEvent i
 	}
 	return p, fmt.Errorf("--stream %q: want auto, always or never", mode)
 }
+
+// cutAs is told how many replicas a streamed analyze cut between steps and
+// how many chunks it then reads: a hook for the tests.
+var cutAs = func(cut, chunks int) {}
 
 // analyzeStreamed is analyze of a trace read in chunks (ingest.OpenChunks,
 // analyze.RunChunks). Under --stream auto, input that cannot be chunked
@@ -146,6 +152,14 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 		}
 		return nil, err
 	}
+	if !plan.optional {
+		// A pipeline replica too large for a chunk is read a few steps at
+		// a time (rank files whose steps never decrease).
+		cutAs(ch.CutSteps(plan.cutRows, plan.chunkRows), ch.NumChunks())
+	}
+	if err := checkChunksFit(ch, opts.paths, "its files cannot be cut between steps (Arrow rank files, not gzip-compressed, whose steps never decrease can)"); err != nil {
+		return nil, err
+	}
 	// Chunks are unpacked or read again by each pass: what they allocate
 	// is garbage as soon as the pass moves on. Collect at a quarter of the
 	// default's growth, so the heap stays within 1.25x what is live
@@ -160,6 +174,24 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 		return nil, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}
 	return rep, nil
+}
+
+// checkChunksFit fails when a chunk of ch (a pipeline replica, or part of
+// one) holds more events than the machine's memory takes in the model
+// alone: reading it would end in the out-of-memory killer. why says why
+// it could not be smaller.
+func checkChunksFit(ch *ingest.Chunks, paths []string, why string) error {
+	ram := machineMemory()
+	if ram <= 0 {
+		return nil
+	}
+	for i := range ch.NumChunks() {
+		if n := int64(ch.Rows(i)); n*trace.RowBytes > ram {
+			return fmt.Errorf("%s: a pipeline replica of %d events needs at least %s read at once (%d bytes an event), more than this machine's %s of memory: %s",
+				describePaths(paths), n, gib(n*trace.RowBytes), trace.RowBytes, gib(ram), why)
+		}
+	}
+	return nil
 }
 
 // parseBytes reads a size: a number of bytes with an optional unit K, M, G

@@ -272,3 +272,52 @@ func TestTooLargeToReadWhole(t *testing.T) {
 		t.Errorf("analyze (--stream auto) of a trace larger than the machine: exit %d: %s", code, stderr)
 	}
 }
+
+// TestAnalyzeStreamCutSteps: a job of one pipeline replica streamed with
+// a small memory budget is cut between steps (the replica is larger than
+// a chunk may be) and prints what it prints read whole, in every format.
+// Where even the replica's events would not fit in the machine's memory
+// as the model alone, analyze still reads it (cut), and hang, which reads
+// replicas whole, refuses it with the reason.
+func TestAnalyzeStreamCutSteps(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "interleaved", "--stages", "4", "--microbatches", "8",
+		"--steps", "6", "--dp", "1", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1",
+		"--fleet-batch-rows", "64", "-o", dir); code != 0 {
+		t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
+	}
+	rows, _, err := ingest.CountRows([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func(int, int)) { cutAs = f }(cutAs)
+	var cut, chunks int
+	cutAs = func(c, n int) { cut, chunks = c, n }
+	// cutRows = 256K/4/320 = 204 rows, chunks of 256K/10/320 = 81.
+	for _, format := range []string{"json", "text", "markdown"} {
+		whole, stderr, code := ppprof(t, "analyze", "--stream", "never", "--format", format, dir)
+		if code != 0 {
+			t.Fatalf("--stream never: exit %d: %s", code, stderr)
+		}
+		cut, chunks = 0, 0
+		got, stderr, code := ppprof(t, "analyze", "--stream", "always", "--max-memory", "256K", "--format", format, dir)
+		if code != 0 {
+			t.Fatalf("--stream always --max-memory 256K: exit %d: %s", code, stderr)
+		}
+		if cut != 1 || chunks < 6 {
+			t.Errorf("%d replicas cut into %d chunks, want the one cut into a chunk a step or more (%d rows)", cut, chunks, rows)
+		}
+		if got != whole {
+			t.Errorf("--format %s: cut between steps differs from --stream never", format)
+		}
+	}
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	machineMemory = func() int64 { return rows*trace.RowBytes - 1 }
+	if _, stderr, code := ppprof(t, "analyze", "--stream", "always", "--max-memory", "256K", dir); code != exitOK {
+		t.Errorf("analyze of a replica larger than the machine, cut: exit %d: %s", code, stderr)
+	}
+	_, stderr, code := ppprof(t, "hang", "--stream", "always", dir)
+	if want := fmt.Sprintf("a pipeline replica of %d events needs at least", rows); code != exitError || !strings.Contains(stderr, want) {
+		t.Errorf("hang of a replica larger than the machine: exit %d, stderr %q: want %q", code, stderr, want)
+	}
+}
