@@ -1,6 +1,7 @@
 package arrowv1
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -131,4 +132,44 @@ func TestStepRunsAndReadRows(t *testing.T) {
 		checkStepRuns(t, data, res.Trace)
 		checkReadRows(t, data, res.Trace)
 	})
+}
+
+// TestReadRowsFramesOnlyItsSpan: ReadRows checks the bodies of the batches
+// it decodes only: a corrupt buffer length in the last batch fails Read,
+// and ReadRows of that batch, but not ReadRows of the rows before it.
+func TestReadRowsFramesOnlyItsSpan(t *testing.T) {
+	tr := randomTrace(newRand(3), 40, testKinds)
+	for _, w := range writers {
+		data := encode(t, w, tr, Options{Compression: LZ4, BatchRows: 10})
+		frames, err := framesOf(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := frames[len(frames)-1]
+		if last.info.header != headerRecordBatch || !last.info.compressed {
+			t.Fatalf("%s: the last message is not a compressed record batch", w.name)
+		}
+		// The first non-empty buffer's uncompressed length: -5.
+		bad := append([]byte(nil), data...)
+		for _, b := range last.info.buffers {
+			if b[1] > 0 {
+				at := last.end - len(last.body) + int(b[0])
+				binary.LittleEndian.PutUint64(bad[at:], ^uint64(4)) // -5
+				break
+			}
+		}
+		if _, err := Read(bad); err == nil {
+			t.Fatalf("%s: Read of a corrupt last batch: no error", w.name)
+		}
+		if _, _, err := ReadRows(bad, 30, 40); err == nil {
+			t.Errorf("%s: ReadRows of the corrupt batch: no error", w.name)
+		}
+		res, _, err := ReadRows(bad, 5, 25)
+		if err != nil {
+			t.Fatalf("%s: ReadRows of the rows before the corrupt batch: %v", w.name, err)
+		}
+		if d := trace.Diff(tr.Slice(5, 25), res.Trace); d != "" {
+			t.Errorf("%s: rows 5 to 25 differ: %s", w.name, d)
+		}
+	}
 }

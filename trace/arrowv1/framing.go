@@ -49,6 +49,26 @@ const (
 // frameTruncated. end is the offset just past what was read (the message or
 // the end-of-stream marker) or, with an error, past what was examined.
 func readFrame(data []byte, pos int, style framing) (fr frame, status frameStatus, end int, err error) {
+	return readFrameIn(data, pos, style, nil)
+}
+
+// rowSpan limits framing to the record batches a read of rows [lo, hi)
+// decodes: the bodies of batches wholly before lo are not checked (only
+// their message headers, for their lengths and rows), and framing stops
+// after the batch that reaches row hi. at counts the rows framed so far.
+type rowSpan struct {
+	lo, hi, at int64
+}
+
+// checks reports whether the body of a message with header info must be
+// checked: every message but a record batch wholly before lo.
+func (s *rowSpan) checks(info *msgInfo) bool {
+	return s == nil || info.header != headerRecordBatch || s.at+info.rows > s.lo
+}
+
+// readFrameIn is readFrame, not checking the bodies of record batches
+// that span leaves out (nil: checks every one).
+func readFrameIn(data []byte, pos int, style framing, span *rowSpan) (fr frame, status frameStatus, end int, err error) {
 	rem := len(data) - pos
 	if rem < 4 {
 		return fr, frameTruncated, pos, nil
@@ -92,6 +112,9 @@ func readFrame(data []byte, pos int, style framing) (fr frame, status frameStatu
 	}
 	fr.end = bodyStart + int(fr.info.bodyLen)
 	fr.body = data[bodyStart:fr.end]
+	if !span.checks(&fr.info) {
+		return fr, frameOK, fr.end, nil
+	}
 	if err := fr.info.checkBody(fr.body); err != nil {
 		return fr, 0, fr.end, fmt.Errorf("bad %s: %w", headerName(fr.info.header), err)
 	}
@@ -113,11 +136,21 @@ type streamScan struct {
 // leave at the end of a file after a node crash), which counts as the end
 // of the input.
 func scanStream(data []byte, start int) (streamScan, error) {
+	return scanStreamIn(data, start, nil)
+}
+
+// scanStreamIn is scanStream framing only what span needs (nil: all): it
+// stops after the record batch that reaches row span.hi, as if the input
+// ended there (used is then the end of that batch).
+func scanStreamIn(data []byte, start int, span *rowSpan) (streamScan, error) {
 	s := streamScan{used: start}
 	style := framingUnknown
 	pos := start
 	for {
-		fr, status, end, err := readFrame(data, pos, style)
+		if span != nil && span.at >= span.hi {
+			return s, nil
+		}
+		fr, status, end, err := readFrameIn(data, pos, style, span)
 		if err != nil {
 			if zeroTail(data, pos, end) {
 				return s, nil
@@ -145,6 +178,9 @@ func scanStream(data []byte, start int) (streamScan, error) {
 		}
 		if fr.info.header == headerRecordBatch {
 			s.records++
+			if span != nil {
+				span.at += fr.info.rows
+			}
 		}
 		s.frames = append(s.frames, fr)
 		s.used, pos = end, end

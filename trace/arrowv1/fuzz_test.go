@@ -365,8 +365,8 @@ func checkReadRows(t *testing.T, data []byte, read *trace.Trace) {
 	lo := n / 3
 	hi := min(n, lo+max(1, n/2))
 	res, rows, err := ReadRows(data, lo, hi)
-	if err != nil || rows != n {
-		t.Fatalf("ReadRows(%d, %d) of %d rows: %v, %d rows", lo, hi, n, err, rows)
+	if err != nil || rows < hi || rows > n {
+		t.Fatalf("ReadRows(%d, %d) of %d rows: %v, %d rows framed", lo, hi, n, err, rows)
 	}
 	if d := trace.Diff(read.Slice(int(lo), int(hi)), res.Trace); d != "" {
 		t.Fatalf("ReadRows(%d, %d) differs from Read's rows: %s", lo, hi, d)

@@ -91,11 +91,13 @@ func ReadHead(data []byte) (res *Result, rows int64, err error) {
 // ReadRows is Read of rows [lo, hi) of the input alone, numbered as Read
 // numbers them (0 is the first row of the first record batch): only the
 // record batches holding them are decoded (with the schema and the
-// dictionaries) and validated, the others are framed. Result.Trace holds
-// exactly those rows (sharing the decoded batches' columns); Batches,
-// Truncated and the byte counts describe the whole input, and rows counts
-// all its rows. [lo, hi) must be a non-empty range of the input's rows.
-// With StepRuns it reads a large file a few steps at a time.
+// dictionaries) and validated; those before are framed (their message
+// headers checked, not their bodies), those after not even that.
+// Result.Trace holds exactly those rows (sharing the decoded batches'
+// columns); Batches, Truncated, the byte counts and rows describe the
+// input up to the batch holding row hi-1 (a file's footer, when it has a
+// usable one, is read whole). [lo, hi) must be a non-empty range of the
+// input's rows. With StepRuns it reads a large file a few steps at a time.
 func ReadRows(data []byte, lo, hi int64) (res *Result, rows int64, err error) {
 	return readFramesInto(data, memory.DefaultAllocator, true, false, nil, &[2]int64{lo, hi})
 }
@@ -114,21 +116,27 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 		return nil, 0, ErrNoSchema
 	}
 	var frames []frame
+	// A read of some rows frames the input up to them (rowSpan); fileSpan
+	// and streamSpan are fresh for each try.
+	var fileSpan, streamSpan *rowSpan
+	if span != nil {
+		fileSpan, streamSpan = &rowSpan{lo: span[0], hi: span[1]}, &rowSpan{lo: span[0], hi: span[1]}
+	}
 	switch res.Format {
 	case FormatFile:
 		var ok bool
-		frames, ok = fileFrames(data)
+		frames, ok = fileFramesIn(data, fileSpan)
 		if ok {
 			res.BytesUsed = res.BytesTotal
 			break
 		}
-		s, err := scanStream(data, fileStreamStart)
+		s, err := scanStreamIn(data, fileStreamStart, streamSpan)
 		if err != nil {
 			return nil, 0, err
 		}
 		frames, res.Truncated, res.BytesUsed = s.frames, true, int64(s.used)
 	case FormatStream:
-		s, err := scanStream(data, 0)
+		s, err := scanStreamIn(data, 0, streamSpan)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -275,6 +283,12 @@ func cutBeforeSchema(data []byte) bool {
 // batch blocks the footer lists. ok is false when the footer is missing or
 // does not agree with the messages, so the file must be read as a stream.
 func fileFrames(data []byte) (frames []frame, ok bool) {
+	return fileFramesIn(data, nil)
+}
+
+// fileFramesIn is fileFrames framing only what span needs (nil: all; see
+// rowSpan): the record batches up to the one that reaches row span.hi.
+func fileFramesIn(data []byte, span *rowSpan) (frames []frame, ok bool) {
 	const tail = 4 + 6 // footer length, magic
 	n := len(data)
 	if n < fileStreamStart+tail || !bytes.Equal(data[n-len(magic):], magic) {
@@ -297,13 +311,19 @@ func fileFrames(data []byte) (frames []frame, ok bool) {
 	frames = append(frames, schema)
 	add := func(blocks []block, header byte) bool {
 		for _, b := range blocks {
+			if header == headerRecordBatch && span != nil && span.at >= span.hi {
+				break
+			}
 			if b.offset < fileStreamStart || b.offset >= int64(len(body)) {
 				return false
 			}
-			fr, status, _, err := readFrame(body, int(b.offset), framingUnknown)
+			fr, status, _, err := readFrameIn(body, int(b.offset), framingUnknown, span)
 			if err != nil || status != frameOK || fr.info.header != header ||
 				int64(fr.end)-b.offset != int64(b.metaLen)+b.bodyLen {
 				return false
+			}
+			if header == headerRecordBatch && span != nil {
+				span.at += fr.info.rows
 			}
 			frames = append(frames, fr)
 		}
