@@ -42,9 +42,9 @@ type arrowRead struct {
 // trace holds its rows, rows counts the input's. With into (and not head),
 // the rows are decoded into those rows of into.t where the input holds
 // into.n rows (arrowv1.ReadInto): trace is then those rows. With span
-// (and not head), only rows [span[0], span[1]) are decoded
+// (and not head), only rows [span.lo, span.hi) are decoded
 // (arrowv1.ReadRows): trace is those rows.
-func readArrow(data []byte, head bool, into *rowRange, span *[2]int64) (ar arrowRead, err error) {
+func readArrow(data []byte, head bool, into *rowRange, span *rowsRead) (ar arrowRead, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ar, err = arrowRead{}, fmt.Errorf("corrupt Arrow data: decoder panicked: %v", p)
@@ -55,7 +55,7 @@ func readArrow(data []byte, head bool, into *rowRange, span *[2]int64) (ar arrow
 	if head {
 		res, rows, err = arrowv1.ReadHead(data)
 	} else if span != nil {
-		res, _, err = arrowv1.ReadRows(data, span[0], span[1])
+		res, _, err = arrowv1.ReadRows(data, span.ix, span.lo, span.hi)
 		if res != nil {
 			rows = int64(res.Trace.Len())
 		}

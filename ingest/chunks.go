@@ -32,9 +32,9 @@ type Chunks struct {
 	groups [][]int    // per chunk: indices into Files, increasing
 	rows   []int      // per chunk
 	// Of chunks cut between steps (CutSteps; nil when none is): per chunk,
-	// the rows [lo, hi) of each of its files (nil: all), and its steps
-	// [first, last].
-	spans [][][2]int64
+	// what is read of each of its files (nil for a chunk not cut: all; nil
+	// for a file: none of its rows), and its steps [first, last].
+	spans [][]*rowsRead
 	steps [][2]int64
 	opt   readOpts
 
@@ -273,7 +273,7 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 	if i < 0 || i >= len(c.groups) {
 		return nil, fmt.Errorf("chunk %d of %d", i, len(c.groups))
 	}
-	var spans [][2]int64
+	var spans []*rowsRead
 	if c.spans != nil {
 		spans = c.spans[i]
 	}
@@ -282,10 +282,10 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 	for k, fi := range c.groups[i] {
 		in := input{path: c.paths[fi], source: -1}
 		if spans != nil {
-			if spans[k][0] == spans[k][1] {
+			if spans[k] == nil {
 				continue // no rows of the chunk's steps
 			}
-			in.rows = &spans[k]
+			in.rows = spans[k]
 		}
 		files, inputs = append(files, fi), append(inputs, in)
 	}
@@ -351,7 +351,7 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 // chunk's steps only, of the file's ranks and replicas.
 func (c *Chunks) checkSpan(i int, in input, fi int, t *trace.Trace, parts *[]*trace.Trace) error {
 	t.SortByRankSeq()
-	lo, hi := in.rows[0], in.rows[1]
+	lo, hi := in.rows.lo, in.rows.hi
 	first, last := c.steps[i][0], c.steps[i][1]
 	if int64(t.Len()) != hi-lo {
 		return &FileError{Path: in.path, Err: fmt.Errorf("changed since it was first read: rows %d to %d asked, %d read", lo, hi, t.Len())}

@@ -58,9 +58,9 @@ type readOpts struct {
 	head bool
 	// into: decode Arrow input into these rows (place.go).
 	into *rowRange
-	// rows: decode only these rows [lo, hi) of Arrow input (Chunks cut
-	// between steps, steps.go).
-	rows *[2]int64
+	// rows: decode only some rows of Arrow input (Chunks cut between
+	// steps, steps.go).
+	rows *rowsRead
 }
 
 func readFileOpts(path string, opt readOpts) (*trace.Trace, FileInfo, []Warning, error) {

@@ -258,7 +258,7 @@ type input struct {
 	path   string
 	source int       // index of the directory or pattern it came from; -1 when named directly
 	into   *rowRange // where an Arrow file's rows go (place.go); nil for a trace of its own
-	rows   *[2]int64 // only these rows [lo, hi) of an Arrow file (steps.go); nil for all
+	rows   *rowsRead // only some rows of an Arrow file (steps.go); nil for all
 }
 
 // source is a directory or pattern that must yield at least one trace file.

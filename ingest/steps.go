@@ -31,7 +31,7 @@ func (c *Chunks) CutSteps(limit, maxRows int) int {
 	cut := 0
 	var groups [][]int
 	var rows []int
-	var spans [][][2]int64
+	var spans [][]*rowsRead
 	var steps [][2]int64
 	for i, g := range c.groups {
 		if c.rows[i] > limit {
@@ -51,12 +51,19 @@ func (c *Chunks) CutSteps(limit, maxRows int) int {
 	return cut
 }
 
-// stepCut is one chunk of a group cut between steps: its rows, each file's
-// rows [lo, hi) in file order, its steps [first, last].
+// stepCut is one chunk of a group cut between steps: its rows, what is
+// read of each file (nil: none of its rows), its steps [first, last].
 type stepCut struct {
 	rows  int
-	spans [][2]int64
+	spans []*rowsRead
 	steps [2]int64
+}
+
+// rowsRead is the rows [lo, hi) of an Arrow file to read, in file order,
+// and the file's index (arrowv1.ReadRows).
+type rowsRead struct {
+	lo, hi int64
+	ix     *arrowv1.Index
 }
 
 // cutGroup cuts the group of files into chunks of whole steps, at most
@@ -64,16 +71,17 @@ type stepCut struct {
 // cut (see CutSteps) or the group makes one chunk anyway.
 func (c *Chunks) cutGroup(files []int, maxRows int) []stepCut {
 	runs := make([][]arrowv1.StepRun, len(files))
+	ixs := make([]*arrowv1.Index, len(files))
 	var failed atomic.Bool
 	eachParallel(len(files), func(k int) {
 		if failed.Load() {
 			return
 		}
-		r, ok := fileStepRuns(c.paths[files[k]], c.Files[files[k]])
+		r, ix, ok := fileStepRuns(c.paths[files[k]], c.Files[files[k]])
 		if !ok {
 			failed.Store(true)
 		}
-		runs[k] = r
+		runs[k], ixs[k] = r, ix
 	})
 	if failed.Load() {
 		return nil
@@ -109,7 +117,7 @@ func (c *Chunks) cutGroup(files []int, maxRows int) []stepCut {
 	ranges[len(ranges)-1][1] = all[len(all)-1]
 	out := make([]stepCut, len(ranges))
 	for j, rg := range ranges {
-		out[j] = stepCut{spans: make([][2]int64, len(files)), steps: rg}
+		out[j] = stepCut{spans: make([]*rowsRead, len(files)), steps: rg}
 		for k, rs := range runs {
 			var lo, hi int64 // rows before step rg[0], and up to step rg[1]
 			for _, r := range rs {
@@ -120,7 +128,9 @@ func (c *Chunks) cutGroup(files []int, maxRows int) []stepCut {
 					hi += r.Rows
 				}
 			}
-			out[j].spans[k] = [2]int64{lo, hi}
+			if hi > lo {
+				out[j].spans[k] = &rowsRead{lo: lo, hi: hi, ix: ixs[k]}
+			}
 			out[j].rows += int(hi - lo)
 		}
 	}
@@ -131,40 +141,40 @@ func (c *Chunks) cutGroup(files []int, maxRows int) []stepCut {
 // found it: info); ok is false when it cannot be cut between steps: not
 // an Arrow file, gzip-compressed, steps that decrease somewhere in file
 // order, or rows other than OpenChunks counted.
-func fileStepRuns(path string, info FileInfo) ([]arrowv1.StepRun, bool) {
+func fileStepRuns(path string, info FileInfo) ([]arrowv1.StepRun, *arrowv1.Index, bool) {
 	if info.Format != FormatArrowFile && info.Format != FormatArrowStream || info.Compressed {
-		return nil, false
+		return nil, nil, false
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	defer f.Close()
 	data, release, err := arrowv1.MapFile(f)
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	defer release()
-	runs, ok := stepRuns(data)
+	runs, ix, ok := stepRuns(data)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	var n int64
 	for i, r := range runs {
 		if i > 0 && r.Step <= runs[i-1].Step {
-			return nil, false
+			return nil, nil, false
 		}
 		n += r.Rows
 	}
-	return runs, n == int64(info.Events)
+	return runs, ix, n == int64(info.Events)
 }
 
 // stepRuns is arrowv1.StepRuns, a fault (a file truncated while mapped)
 // answering "cannot".
-func stepRuns(data []byte) (runs []arrowv1.StepRun, ok bool) {
+func stepRuns(data []byte) (runs []arrowv1.StepRun, ix *arrowv1.Index, ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			runs, ok = nil, false
+			runs, ix, ok = nil, nil, false
 		}
 	}()
 	return arrowv1.StepRuns(data)

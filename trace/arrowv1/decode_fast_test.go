@@ -2,6 +2,7 @@ package arrowv1
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -120,7 +121,7 @@ func FuzzFastMatchesChecked(f *testing.F) {
 func TestStepRunsAndReadRows(t *testing.T) {
 	everyEncoding(t, 11, 4, func(name string, rows int, data []byte, pristine bool) {
 		if pristine && rows > 0 {
-			if _, ok := StepRuns(data); !ok {
+			if _, _, ok := StepRuns(data); !ok {
 				t.Errorf("%s: StepRuns refused what ppprof wrote", name)
 			}
 		}
@@ -136,7 +137,8 @@ func TestStepRunsAndReadRows(t *testing.T) {
 
 // TestReadRowsFramesOnlyItsSpan: ReadRows checks the bodies of the batches
 // it decodes only: a corrupt buffer length in the last batch fails Read,
-// and ReadRows of that batch, but not ReadRows of the rows before it.
+// and ReadRows of that batch, but not ReadRows of the rows before it, with
+// or without an index of the input. An index of other bytes is an error.
 func TestReadRowsFramesOnlyItsSpan(t *testing.T) {
 	tr := randomTrace(newRand(3), 40, testKinds)
 	for _, w := range writers {
@@ -144,6 +146,10 @@ func TestReadRowsFramesOnlyItsSpan(t *testing.T) {
 		frames, err := framesOf(data)
 		if err != nil {
 			t.Fatal(err)
+		}
+		_, ix, ok := StepRuns(data)
+		if !ok {
+			t.Fatalf("%s: StepRuns refused what ppprof wrote", w.name)
 		}
 		last := frames[len(frames)-1]
 		if last.info.header != headerRecordBatch || !last.info.compressed {
@@ -161,15 +167,25 @@ func TestReadRowsFramesOnlyItsSpan(t *testing.T) {
 		if _, err := Read(bad); err == nil {
 			t.Fatalf("%s: Read of a corrupt last batch: no error", w.name)
 		}
-		if _, _, err := ReadRows(bad, 30, 40); err == nil {
-			t.Errorf("%s: ReadRows of the corrupt batch: no error", w.name)
+		for _, x := range []*Index{nil, ix} {
+			if _, _, err := ReadRows(bad, x, 30, 40); err == nil {
+				t.Errorf("%s, index %v: ReadRows of the corrupt batch: no error", w.name, x != nil)
+			}
+			res, _, err := ReadRows(bad, x, 5, 25)
+			if err != nil {
+				t.Fatalf("%s, index %v: ReadRows of the rows before the corrupt batch: %v", w.name, x != nil, err)
+			}
+			if d := trace.Diff(tr.Slice(5, 25), res.Trace); d != "" {
+				t.Errorf("%s, index %v: rows 5 to 25 differ: %s", w.name, x != nil, d)
+			}
 		}
-		res, _, err := ReadRows(bad, 5, 25)
-		if err != nil {
-			t.Fatalf("%s: ReadRows of the rows before the corrupt batch: %v", w.name, err)
+		// The index of other bytes: cut short, or with a batch more.
+		if _, _, err := ReadRows(data[:len(data)-1], ix, 0, 10); err == nil || !errors.Is(err, errChanged) {
+			t.Errorf("%s: ReadRows of a shorter input with its index: %v", w.name, err)
 		}
-		if d := trace.Diff(tr.Slice(5, 25), res.Trace); d != "" {
-			t.Errorf("%s: rows 5 to 25 differ: %s", w.name, d)
+		other := encode(t, w, tr.Slice(0, 35), Options{Compression: LZ4, BatchRows: 5})
+		if _, _, err := ReadRows(other, &Index{size: len(other), schema: ix.schema, msgs: ix.msgs}, 10, 20); err == nil {
+			t.Errorf("%s: ReadRows of other batches through an index: no error", w.name)
 		}
 	}
 }

@@ -336,7 +336,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 // it answers, its runs are the step column's, run by run.
 func checkStepRuns(t *testing.T, data []byte, read *trace.Trace) {
 	t.Helper()
-	runs, ok := StepRuns(data)
+	runs, _, ok := StepRuns(data)
 	if !ok {
 		return
 	}
@@ -353,27 +353,34 @@ func checkStepRuns(t *testing.T, data []byte, read *trace.Trace) {
 	}
 }
 
-// checkReadRows checks ReadRows against the trace Read gave for data: rows
-// from a third of the way for half of them (at least one) are those rows;
-// an empty range and one past the end are errors.
+// checkReadRows checks ReadRows against the trace Read gave for data, with
+// and without StepRuns' index: rows from a third of the way for half of
+// them (at least one) are those rows; an empty range and one past the
+// end are errors.
 func checkReadRows(t *testing.T, data []byte, read *trace.Trace) {
 	t.Helper()
 	n := int64(read.Len())
 	if n == 0 {
 		return
 	}
+	ixs := []*Index{nil}
+	if _, ix, ok := StepRuns(data); ok {
+		ixs = append(ixs, ix)
+	}
 	lo := n / 3
 	hi := min(n, lo+max(1, n/2))
-	res, rows, err := ReadRows(data, lo, hi)
-	if err != nil || rows < hi || rows > n {
-		t.Fatalf("ReadRows(%d, %d) of %d rows: %v, %d rows framed", lo, hi, n, err, rows)
-	}
-	if d := trace.Diff(read.Slice(int(lo), int(hi)), res.Trace); d != "" {
-		t.Fatalf("ReadRows(%d, %d) differs from Read's rows: %s", lo, hi, d)
-	}
-	for _, bad := range [][2]int64{{lo, lo}, {0, n + 1}, {-1, 1}} {
-		if _, _, err := ReadRows(data, bad[0], bad[1]); err == nil {
-			t.Fatalf("ReadRows(%d, %d) of %d rows: no error", bad[0], bad[1], n)
+	for _, ix := range ixs {
+		res, rows, err := ReadRows(data, ix, lo, hi)
+		if err != nil || rows < hi || rows > n {
+			t.Fatalf("ReadRows(%d, %d) of %d rows, index %v: %v, %d rows framed", lo, hi, n, ix != nil, err, rows)
+		}
+		if d := trace.Diff(read.Slice(int(lo), int(hi)), res.Trace); d != "" {
+			t.Fatalf("ReadRows(%d, %d), index %v, differs from Read's rows: %s", lo, hi, ix != nil, d)
+		}
+		for _, bad := range [][2]int64{{lo, lo}, {0, n + 1}, {-1, 1}} {
+			if _, _, err := ReadRows(data, ix, bad[0], bad[1]); err == nil {
+				t.Fatalf("ReadRows(%d, %d) of %d rows, index %v: no error", bad[0], bad[1], n, ix != nil)
+			}
 		}
 	}
 }

@@ -97,9 +97,18 @@ func ReadHead(data []byte) (res *Result, rows int64, err error) {
 // columns); Batches, Truncated, the byte counts and rows describe the
 // input up to the batch holding row hi-1 (a file's footer, when it has a
 // usable one, is read whole). [lo, hi) must be a non-empty range of the
-// input's rows. With StepRuns it reads a large file a few steps at a time.
-func ReadRows(data []byte, lo, hi int64) (res *Result, rows int64, err error) {
-	return readFramesInto(data, memory.DefaultAllocator, true, false, nil, &[2]int64{lo, hi})
+// input's rows. With StepRuns it reads a large file a few steps at a time:
+// given StepRuns' Index of the input (ix, else nil), it frames only the
+// messages it decodes (an input changed since is an error).
+func ReadRows(data []byte, ix *Index, lo, hi int64) (res *Result, rows int64, err error) {
+	return readFramesInto(data, memory.DefaultAllocator, true, false, nil, &spanRead{lo: lo, hi: hi, ix: ix})
+}
+
+// spanRead is what ReadRows reads: rows [lo, hi), framed where ix says
+// when it is not nil.
+type spanRead struct {
+	lo, hi int64
+	ix     *Index
 }
 
 // readFramesWith is Read (head false) and ReadHead (head true).
@@ -109,8 +118,8 @@ func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result
 
 // readFramesInto is readFramesWith, decoding into the rows into (when not
 // nil) when the input holds that many rows (ReadInto), or only rows
-// [span[0], span[1]) when span is not nil (ReadRows).
-func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *rowRange, span *[2]int64) (*Result, int64, error) {
+// [span.lo, span.hi) when span is not nil (ReadRows).
+func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *rowRange, span *spanRead) (*Result, int64, error) {
 	res := &Result{BytesTotal: int64(len(data)), Format: Sniff(data)}
 	if cutBeforeSchema(data) {
 		return nil, 0, ErrNoSchema
@@ -120,10 +129,16 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 	// and streamSpan are fresh for each try.
 	var fileSpan, streamSpan *rowSpan
 	if span != nil {
-		fileSpan, streamSpan = &rowSpan{lo: span[0], hi: span[1]}, &rowSpan{lo: span[0], hi: span[1]}
+		fileSpan, streamSpan = &rowSpan{lo: span.lo, hi: span.hi}, &rowSpan{lo: span.lo, hi: span.hi}
 	}
-	switch res.Format {
-	case FormatFile:
+	switch {
+	case span != nil && span.ix != nil:
+		// The messages are framed where the index says (pick, below).
+		if len(data) != span.ix.size {
+			return nil, 0, fmt.Errorf("%w: %d bytes, then %d", errChanged, span.ix.size, len(data))
+		}
+		res.BytesUsed = int64(len(data))
+	case res.Format == FormatFile:
 		var ok bool
 		frames, ok = fileFramesIn(data, fileSpan)
 		if ok {
@@ -135,7 +150,7 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 			return nil, 0, err
 		}
 		frames, res.Truncated, res.BytesUsed = s.frames, true, int64(s.used)
-	case FormatStream:
+	case res.Format == FormatStream:
 		s, err := scanStreamIn(data, 0, streamSpan)
 		if err != nil {
 			return nil, 0, err
@@ -144,7 +159,7 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 	default:
 		return nil, 0, ErrNotArrow
 	}
-	if len(frames) == 0 {
+	if len(frames) == 0 && (span == nil || span.ix == nil) {
 		return nil, 0, ErrNoSchema
 	}
 	var rows int64
@@ -161,11 +176,25 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 	}
 	all := frames
 	from := int64(0) // the first decoded row's number in the input
+	// pick returns the frames of a read of rows [lo, hi) and from.
+	pick := func(lo, hi int64) ([]frame, int64, error) {
+		if span.ix != nil {
+			return span.ix.frames(data, lo, hi)
+		}
+		f, from := spanFrames(all, lo, hi)
+		return f, from, nil
+	}
 	if span != nil {
-		if lo, hi := span[0], span[1]; lo < 0 || lo >= hi || hi > rows {
+		if span.ix != nil {
+			rows, total = span.ix.rows(), span.ix.batches()
+		}
+		if lo, hi := span.lo, span.hi; lo < 0 || lo >= hi || hi > rows {
 			return nil, 0, fmt.Errorf("rows %d to %d asked of %d", lo, hi, rows)
 		}
-		frames, from = spanFrames(all, span[0], span[1])
+		var err error
+		if frames, from, err = pick(span.lo, span.hi); err != nil {
+			return nil, 0, err
+		}
 	}
 	if head && total > 2 {
 		// Every dictionary, the first and the last record batch.
@@ -210,7 +239,9 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 		// A row that never started and records no issue time takes its
 		// rank's previous issue time, which may lie in a batch before
 		// those decoded: decode from the first.
-		frames, from = spanFrames(all, 0, span[1])
+		if frames, from, err = pick(0, span.hi); err != nil {
+			return nil, 0, err
+		}
 		if t, batches, err = decode(frames); err != nil {
 			return nil, 0, err
 		}
@@ -223,10 +254,10 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 		return nil, 0, fmt.Errorf("invalid trace: %w", err)
 	}
 	if span != nil {
-		if int64(t.Len()) < span[1]-from {
-			return nil, 0, fmt.Errorf("rows %d to %d asked: the batches holding them decoded to %d rows from row %d", span[0], span[1], t.Len(), from)
+		if int64(t.Len()) < span.hi-from {
+			return nil, 0, fmt.Errorf("rows %d to %d asked: the batches holding them decoded to %d rows from row %d", span.lo, span.hi, t.Len(), from)
 		}
-		res.Trace = t.Slice(int(span[0]-from), int(span[1]-from))
+		res.Trace = t.Slice(int(span.lo-from), int(span.hi-from))
 	}
 	return res, rows, nil
 }

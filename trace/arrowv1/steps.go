@@ -1,6 +1,11 @@
 package arrowv1
 
-import "github.com/ppprof/ppprof/trace"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ppprof/ppprof/trace"
+)
 
 // StepRun is a run of consecutive rows of one step.
 type StepRun struct {
@@ -15,34 +20,42 @@ type StepRun struct {
 // between steps: ReadRows then reads the rows of a cut. Nothing else is
 // decoded or checked. ok is false for input the fast decoder does not
 // take, a batch whose step column does not decode, or a null step: Read
-// says what is wrong with such input, if anything.
-func StepRuns(data []byte) (runs []StepRun, ok bool) {
+// says what is wrong with such input, if anything. ix locates the input's
+// messages for ReadRows, which then frames only those it decodes.
+func StepRuns(data []byte) (runs []StepRun, ix *Index, ok bool) {
 	if !littleEndian {
-		return nil, false
+		return nil, nil, false
 	}
 	defer func() {
 		// As in fastReadInto: the checks are meant to make this
 		// unreachable; a panic only answers "cannot".
 		if p := recover(); p != nil {
-			runs, ok = nil, false
+			runs, ix, ok = nil, nil, false
 		}
 	}()
 	frames, err := framesOf(data)
 	if err != nil || len(frames) == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	plan, ok := planFor(frames[0])
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
+	ix = &Index{size: len(data), schema: frames[0].start}
 	fi := plan.col[trace.ColStep]
 	var sc fastScratch
 	defer sc.release()
 	var steps []int64
 	for i := range frames[1:] {
 		fr := &frames[1+i]
-		if fr.info.header != headerRecordBatch {
+		switch fr.info.header {
+		case headerDictionaryBatch:
+			ix.msgs = append(ix.msgs, msgRef{pos: fr.start, dict: true})
 			continue
+		case headerRecordBatch:
+			ix.msgs = append(ix.msgs, msgRef{pos: fr.start, rows: fr.info.rows})
+		default:
+			return nil, nil, false
 		}
 		n := int(fr.info.rows)
 		if n == 0 {
@@ -54,11 +67,11 @@ func StepRuns(data []byte) (runs []StepRun, ok bool) {
 		}
 		f, rb, _, _, ok := batchHeader(fr)
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
 		ns, ok := nodes(f, rb)
 		if !ok || len(ns) != len(plan.fields) || len(fr.info.buffers) != plan.nbuf || ns[fi][0] != int64(n) || ns[fi][1] != 0 {
-			return nil, false
+			return nil, nil, false
 		}
 		if cap(steps) < n {
 			steps = make([]int64, n)
@@ -66,7 +79,7 @@ func StepRuns(data []byte) (runs []StepRun, ok bool) {
 		steps = steps[:n]
 		raw, ok := batchBufs{fr: fr}.read(plan.fields[fi].buf+1, bytesOf(steps), &sc, 1)
 		if !ok || len(raw) < 8*n {
-			return nil, false
+			return nil, nil, false
 		}
 		if &raw[0] != &bytesOf(steps)[0] { // stored uncompressed
 			copy(bytesOf(steps), raw[:8*n])
@@ -80,7 +93,7 @@ func StepRuns(data []byte) (runs []StepRun, ok bool) {
 			lo = hi
 		}
 	}
-	return runs, true
+	return runs, ix, true
 }
 
 // appendRun appends rows of step to runs, extending the last run when it
@@ -91,4 +104,100 @@ func appendRun(runs []StepRun, step, rows int64) []StepRun {
 		return runs
 	}
 	return append(runs, StepRun{Step: step, Rows: rows})
+}
+
+// Index locates the messages of an Arrow IPC input (StepRuns makes it):
+// ReadRows given it frames only the messages it decodes, where a read
+// without it frames every message before them.
+type Index struct {
+	size   int      // of the input indexed
+	schema int      // offset of the schema message
+	msgs   []msgRef // dictionary and record batch messages, in order
+}
+
+// msgRef is where one message of an indexed input lies.
+type msgRef struct {
+	pos  int
+	dict bool
+	rows int64 // of a record batch
+}
+
+// errChanged says an input no longer holds the messages its Index says.
+var errChanged = errors.New("changed since it was indexed")
+
+// batches is the number of the indexed input's record batches.
+func (ix *Index) batches() int {
+	n := 0
+	for _, m := range ix.msgs {
+		n += b2i(!m.dict)
+	}
+	return n
+}
+
+// rows is the number of rows of the indexed input's record batches.
+func (ix *Index) rows() int64 {
+	var n int64
+	for _, m := range ix.msgs {
+		n += m.rows
+	}
+	return n
+}
+
+// frames frames the schema, the dictionaries and the record batches
+// holding rows [lo, hi) of data, where ix says they are; from is the
+// number of the first row of those batches.
+func (ix *Index) frames(data []byte, lo, hi int64) (out []frame, from int64, err error) {
+	if len(data) != ix.size {
+		return nil, 0, fmt.Errorf("%w: %d bytes, then %d", errChanged, ix.size, len(data))
+	}
+	at := func(pos int, header byte) (frame, error) {
+		fr, status, _, err := readFrame(data, pos, framingUnknown)
+		if err != nil {
+			return fr, fmt.Errorf("%w: message at byte %d: %v", errChanged, pos, err)
+		}
+		if status != frameOK || fr.info.header != header {
+			return fr, fmt.Errorf("%w: no %s at byte %d", errChanged, headerName(header), pos)
+		}
+		return fr, nil
+	}
+	schema, err := at(ix.schema, headerSchema)
+	if err != nil {
+		return nil, 0, err
+	}
+	out = []frame{schema}
+	var row int64
+	first := true
+	for _, m := range ix.msgs {
+		header := byte(headerDictionaryBatch)
+		if !m.dict {
+			header = headerRecordBatch
+			row += m.rows
+			if row <= lo {
+				continue
+			}
+			if row-m.rows >= hi {
+				break
+			}
+			if first {
+				from, first = row-m.rows, false
+			}
+		}
+		fr, err := at(m.pos, header)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !m.dict && fr.info.rows != m.rows {
+			return nil, 0, fmt.Errorf("%w: %d rows in the batch at byte %d, then %d", errChanged, m.rows, m.pos, fr.info.rows)
+		}
+		out = append(out, fr)
+	}
+	return out, from, nil
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
