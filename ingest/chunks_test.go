@@ -18,10 +18,15 @@ import (
 // writeRankFiles writes each rank of tr as its own Arrow stream in dir, as
 // the collector does, and returns dir.
 func writeRankFiles(t testing.TB, dir string, tr *trace.Trace) string {
+	return writeRankFilesBatch(t, dir, tr, 64)
+}
+
+// writeRankFilesBatch is writeRankFiles with batch rows per record batch.
+func writeRankFilesBatch(t testing.TB, dir string, tr *trace.Trace, batch int) string {
 	t.Helper()
 	for _, r := range tr.Ranks() {
 		var b bytes.Buffer
-		if err := arrowv1.WriteStream(&b, rankSlice(tr, r), arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 64}); err != nil {
+		if err := arrowv1.WriteStream(&b, rankSlice(tr, r), arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: batch}); err != nil {
 			t.Fatal(err)
 		}
 		writeFile(t, dir, fmt.Sprintf("rank-%05d.arrows", r), b.Bytes())

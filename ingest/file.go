@@ -157,7 +157,11 @@ func readArrowFile(path string, f *os.File, opt readOpts) (p *part, ok bool, err
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return nil, false, nil
 	}
-	data, release, err := arrowv1.MapFile(f)
+	mapf := arrowv1.MapFile
+	if opt.rows != nil && opt.rows.ix != nil {
+		mapf = arrowv1.MapFileSparse // only the indexed messages read are touched
+	}
+	data, release, err := mapf(f)
 	if err != nil {
 		return nil, true, &FileError{Path: path, Err: osReason(err)}
 	}

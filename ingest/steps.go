@@ -11,8 +11,10 @@ import (
 // CutSteps cuts every chunk of more than limit rows (a pipeline replica
 // larger than limit: its files make a chunk of their own) between steps,
 // into chunks of at most maxRows rows each (a step of more rows is a chunk
-// of its own), so that a replica too large for memory is read a few steps
-// at a time. A chunk is cut only when every one of its files is an Arrow
+// of its own; but at least four record batches of each file, so that the
+// batches across cuts, which both chunks decode, stay a small part of
+// what is read), so that a replica too large for memory is read a few
+// steps at a time. A chunk is cut only when every one of its files is an Arrow
 // file (not gzip-compressed) whose rows' steps never decrease, in file
 // order (a rank file as a collector writes it): finding out decodes each
 // such file's step column once (arrowv1.StepRuns). Other chunks stay
@@ -98,7 +100,20 @@ func (c *Chunks) cutGroup(files []int, maxRows int) []stepCut {
 		all = append(all, s)
 	}
 	slices.Sort(all)
-	// Ranges of whole steps, greedily up to maxRows rows.
+	// Ranges of whole steps, greedily up to maxRows rows, but at least
+	// four record batches of each file: a batch across a cut is decoded
+	// by both chunks, which must not be most of what they decode.
+	least := 0
+	for k, rs := range runs {
+		var n int64
+		for _, r := range rs {
+			n += r.Rows
+		}
+		if b := ixs[k].Batches(); b > 0 {
+			least += 4 * int(n/int64(b))
+		}
+	}
+	maxRows = max(maxRows, least)
 	var ranges [][2]int64
 	acc := 0
 	for i, s := range all {

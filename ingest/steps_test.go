@@ -22,29 +22,40 @@ func stepWindows(t *trace.Trace) map[[2]int64]int {
 }
 
 // TestCutSteps: replicas larger than the limit are cut between steps into
-// chunks of at most maxRows rows (or one step), which between them hold
-// exactly Open's rows, each (step, replica) window whole in one chunk, in
-// (rank, seq) order; replicas within the limit stay whole.
+// chunks of at most maxRows rows, or four record batches of each file if
+// that is more (or one step), which between them hold exactly Open's rows,
+// each (step, replica) window whole in one chunk, in (rank, seq) order;
+// replicas within the limit stay whole.
 func TestCutSteps(t *testing.T) {
 	tr, err := sim.Run(sim.Config{Schedule: "interleaved", Stages: 4, MicroBatches: 8, DP: 2, TP: 2, Steps: 7,
 		Jitter: 0.1, Seed: 5, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := writeRankFiles(t, t.TempDir(), tr) // 64-row batches: a step spans several
-	whole, err := Open([]string{dir}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	perPipe := tr.Len() / 2
-	perStep := perPipe / 7
-	for _, cfg := range []struct{ limit, maxRows, wantCut int }{
-		{0, 1, 0},                     // never
-		{perPipe, 1, 0},               // replicas within the limit
-		{perPipe - 1, 1, 2},           // one step a chunk
-		{perPipe - 1, 3 * perStep, 2}, // three steps a chunk
-		{perPipe - 1, perPipe, 0},     // cut to one chunk: left whole
+	perStep := perPipe / 7 // every step of a replica has as many rows
+	for _, cfg := range []struct{ batch, limit, maxRows, wantCut int }{
+		{8, 0, 1, 0},                     // never
+		{8, perPipe, 1, 0},               // replicas within the limit
+		{8, perPipe - 1, 1, 2},           // one step a chunk
+		{8, perPipe - 1, 3 * perStep, 2}, // three steps a chunk
+		{8, perPipe - 1, perPipe, 0},     // cut to one chunk: left whole
+		{64, perPipe - 1, 1, 2},          // four batches of each file: several steps a chunk
 	} {
+		// cfg.batch rows per record batch; four batches of each file of
+		// a replica (4 stages x TP 2: 8 files), each file's batches as
+		// long on average as its rows over their count.
+		dir := writeRankFilesBatch(t, t.TempDir(), tr, cfg.batch)
+		least := 0
+		for _, r := range tr.Ranks() {
+			if n := rankSlice(tr, r).Len(); tr.Pipeline[slices.Index(tr.Rank, r)] == 0 {
+				least += 4 * (n / ((n + cfg.batch - 1) / cfg.batch))
+			}
+		}
+		whole, err := Open([]string{dir}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		c, err := OpenChunks([]string{dir}, 1, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -70,8 +81,13 @@ func TestCutSteps(t *testing.T) {
 			for w := range ws {
 				steps[w[0]] = true
 			}
-			if cfg.wantCut > 0 && ch.Len() > cfg.maxRows && len(steps) > 1 {
-				t.Errorf("%+v: chunk %d: %d rows of %d steps, over %d", cfg, i, ch.Len(), len(steps), cfg.maxRows)
+			if limit := max(cfg.maxRows, least); cfg.wantCut > 0 && ch.Len() > limit && len(steps) > 1 {
+				t.Errorf("%+v: chunk %d: %d rows of %d steps, over %d", cfg, i, ch.Len(), len(steps), limit)
+			}
+			if cfg.wantCut > 0 && !steps[6] && ch.Len() <= max(cfg.maxRows, least)-perStep {
+				// Another step would have fitted (the replica's last
+				// chunk may be short).
+				t.Errorf("%+v: chunk %d: %d rows of %d steps: cut finer than max(%d, four batches of each file: %d rows)", cfg, i, ch.Len(), len(steps), cfg.maxRows, least)
 			}
 			for w := range ws {
 				if prev, ok := inChunk[w]; ok {
@@ -117,7 +133,7 @@ func TestCutStepsLeavesWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := writeRankFiles(t, t.TempDir(), tr)
+	dir := writeRankFilesBatch(t, t.TempDir(), tr, 2)
 	r0 := rankSlice(tr, 0)
 	// Rank 1's steps go back: its rows in file order run 2, 3, 0, 1
 	// (seq renumbered to stay increasing, as a file must).
@@ -163,11 +179,12 @@ func TestCutStepsLeavesWhole(t *testing.T) {
 	}
 }
 
-// writeArrowStream writes tr to path as writeRankFiles writes a rank.
+// writeArrowStream writes tr to path as writeRankFilesBatch(..., 2) writes
+// a rank.
 func writeArrowStream(t *testing.T, path string, tr *trace.Trace) {
 	t.Helper()
 	var b bytes.Buffer
-	if err := arrowv1.WriteStream(&b, tr, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 64}); err != nil {
+	if err := arrowv1.WriteStream(&b, tr, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {

@@ -93,8 +93,7 @@ func ReadHead(data []byte) (res *Result, rows int64, err error) {
 // record batches holding them are decoded (with the schema and the
 // dictionaries) and validated; those before are framed (their message
 // headers checked, not their bodies), those after not even that.
-// Result.Trace holds exactly those rows (sharing the decoded batches'
-// columns); Batches, Truncated, the byte counts and rows describe the
+// Result.Trace holds exactly those rows, in columns of their own; Batches, Truncated, the byte counts and rows describe the
 // input up to the batch holding row hi-1 (a file's footer, when it has a
 // usable one, is read whole). [lo, hi) must be a non-empty range of the
 // input's rows. With StepRuns it reads a large file a few steps at a time:
@@ -186,7 +185,7 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 	}
 	if span != nil {
 		if span.ix != nil {
-			rows, total = span.ix.rows(), span.ix.batches()
+			rows, total = span.ix.rows(), span.ix.Batches()
 		}
 		if lo, hi := span.lo, span.hi; lo < 0 || lo >= hi || hi > rows {
 			return nil, 0, fmt.Errorf("rows %d to %d asked of %d", lo, hi, rows)
@@ -257,7 +256,15 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 		if int64(t.Len()) < span.hi-from {
 			return nil, 0, fmt.Errorf("rows %d to %d asked: the batches holding them decoded to %d rows from row %d", span.lo, span.hi, t.Len(), from)
 		}
-		res.Trace = t.Slice(int(span.lo-from), int(span.hi-from))
+		if a, b := int(span.lo-from), int(span.hi-from); a != 0 || b != t.Len() {
+			// The rows asked for, in columns of their own: a slice would
+			// pin the whole batches' columns, and a caller recycling it
+			// (Recycle) would count only its rows of them.
+			out := newTrace(t.Meta, b-a)
+			copyRows(out, t.Slice(a, b))
+			Recycle(t)
+			res.Trace = out
+		}
 	}
 	return res, rows, nil
 }

@@ -28,12 +28,25 @@ const mmapMin = 4 << 20
 // faults: run Read with debug.SetPanicOnFault(true) to turn that into a
 // panic that can be recovered.
 func MapFile(f *os.File) (data []byte, release func(), err error) {
+	return mapFile(f, mmapMin)
+}
+
+// MapFileSparse is MapFile mapping a regular file of any size (not only
+// of mmapMin bytes or more): for a reader that touches a small part of a
+// file (ReadRows with an Index), so that only the pages it touches are
+// read, not the whole file.
+func MapFileSparse(f *os.File) (data []byte, release func(), err error) {
+	return mapFile(f, 1)
+}
+
+// mapFile is MapFile mapping regular files of at least least bytes.
+func mapFile(f *os.File, least int64) (data []byte, release func(), err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, nil, err
 	}
 	size := st.Size()
-	if st.Mode().IsRegular() && size >= mmapMin && size == int64(int(size)) {
+	if st.Mode().IsRegular() && size >= least && size == int64(int(size)) {
 		if data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
 			return data, func() { syscall.Munmap(data) }, nil
 		}

@@ -15,3 +15,6 @@ func MapFile(f *os.File) (data []byte, release func(), err error) {
 	data, err = io.ReadAll(f)
 	return data, func() {}, err
 }
+
+// MapFileSparse is MapFile (see the unix version).
+func MapFileSparse(f *os.File) (data []byte, release func(), err error) { return MapFile(f) }

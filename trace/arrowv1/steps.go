@@ -125,8 +125,8 @@ type msgRef struct {
 // errChanged says an input no longer holds the messages its Index says.
 var errChanged = errors.New("changed since it was indexed")
 
-// batches is the number of the indexed input's record batches.
-func (ix *Index) batches() int {
+// Batches is the number of the indexed input's record batches.
+func (ix *Index) Batches() int {
 	n := 0
 	for _, m := range ix.msgs {
 		n += b2i(!m.dict)
