@@ -47,7 +47,7 @@ var (
 type streamPlan struct {
 	stream    bool
 	chunkRows int   // rows per chunk (ingest.OpenChunks)
-	cutRows   int   // a replica of more rows is cut between steps (ingest.Chunks.CutSteps; analyze only)
+	cutRows   int   // a replica of more rows is cut between steps (ingest.Chunks.CutSteps; analyze only): see cutRowsOf
 	packBytes int64 // memory for chunks kept packed between passes (analyze.Options.PackBytes)
 	mode      string
 	// optional: auto streams for speed, not for memory: if the input
@@ -77,6 +77,18 @@ func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, 
 	return p, err
 }
 
+// cutRowsOf is the most events of a pipeline replica that a streamed
+// analyze reads as one chunk, with ram bytes of memory at perEvent bytes
+// an event: the whole memory's worth. A larger replica is cut between
+// steps, a last resort: cut chunks cost more to read (a batch across a cut
+// is decoded twice, each chunk's rows copied once more), and re-read by
+// every pass when they do not fit packed: the 302M-event fleet trace
+// (replicas of 9.4M events) with --max-memory 4G took 212 s cut (at a
+// quarter of the memory's worth) against 130 s whole, for 3.8 GB peak
+// against 4.4 (docs/performance.md "Before and after the seventh
+// session").
+func cutRowsOf(ram, perEvent int64) int { return int(ram / perEvent) }
+
 // planStreamFor is planStream for a command that needs perEvent bytes per
 // event of a trace it holds whole.
 func planStreamFor(paths []string, mode, maxMemory string, maps bool, perEvent int64) (streamPlan, error) {
@@ -91,7 +103,7 @@ func planStreamFor(paths []string, mode, maxMemory string, maps bool, perEvent i
 		}
 		ram = n
 	}
-	p := streamPlan{mode: mode, chunkRows: int(min(ram/10/perEvent, maxChunkRows)), cutRows: int(ram / 4 / perEvent), packBytes: ram / 5 * 2}
+	p := streamPlan{mode: mode, chunkRows: int(min(ram/10/perEvent, maxChunkRows)), cutRows: cutRowsOf(ram, perEvent), packBytes: ram / 5 * 2}
 	switch mode {
 	case "never":
 		return p, nil

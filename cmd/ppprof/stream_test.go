@@ -293,7 +293,7 @@ func TestAnalyzeStreamCutSteps(t *testing.T) {
 	defer func(f func(int, int)) { cutAs = f }(cutAs)
 	var cut, chunks int
 	cutAs = func(c, n int) { cut, chunks = c, n }
-	// cutRows = 256K/4/320 = 204 rows, chunks of 256K/10/320 = 81.
+	// cutRows = 256K/320 = 819 rows, chunks of 256K/10/320 = 81.
 	for _, format := range []string{"json", "text", "markdown"} {
 		whole, stderr, code := ppprof(t, "analyze", "--stream", "never", "--format", format, dir)
 		if code != 0 {
