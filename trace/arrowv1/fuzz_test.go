@@ -85,6 +85,16 @@ func checkRead(t *testing.T, data []byte) {
 		if res != nil {
 			t.Fatalf("error %v with a result", err)
 		}
+		// What Read refuses, the partial readers must not panic on.
+		xs := []*Index{nil}
+		if _, ix, ok := StepRuns(data); ok {
+			xs = append(xs, ix)
+		}
+		for _, x := range xs {
+			if r, _, err := ReadRows(data, x, 0, 1); (r == nil) == (err == nil) {
+				t.Fatalf("ReadRows: result %v with error %v", r != nil, err)
+			}
+		}
 		return
 	}
 	if rerr != nil || rows != int64(res.Trace.Len()) {
