@@ -320,4 +320,21 @@ func TestAnalyzeStreamCutSteps(t *testing.T) {
 	if want := fmt.Sprintf("a pipeline replica of %d events needs at least", rows); code != exitError || !strings.Contains(stderr, want) {
 		t.Errorf("hang of a replica larger than the machine: exit %d, stderr %q: want %q", code, stderr, want)
 	}
+	// One file of every rank (rank by rank: its steps go back at each
+	// rank) cannot be cut: analyze refuses it too, saying why.
+	one := filepath.Join(t.TempDir(), "t.arrow")
+	simulateTo(t, one, "--stages", "4", "--microbatches", "8", "--steps", "6")
+	n, _, err := ingest.CountRows([]string{one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	machineMemory = func() int64 { return n*trace.RowBytes - 1 }
+	_, stderr, code = ppprof(t, "analyze", "--stream", "always", "--max-memory", "256K", one)
+	if code != exitError || !strings.Contains(stderr, fmt.Sprintf("a pipeline replica of %d events", n)) || !strings.Contains(stderr, "cannot be cut between steps") {
+		t.Errorf("analyze of an uncuttable replica larger than the machine: exit %d, stderr %q", code, stderr)
+	}
+	machineMemory = func() int64 { return n * trace.RowBytes }
+	if _, stderr, code := ppprof(t, "analyze", "--stream", "always", "--max-memory", "256K", one); code != exitOK {
+		t.Errorf("analyze of an uncuttable replica that fits: exit %d: %s", code, stderr)
+	}
 }
