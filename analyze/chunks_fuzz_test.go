@@ -73,7 +73,8 @@ func mutate(tr *trace.Trace, script []byte) {
 
 // FuzzRunChunks: whatever a (valid) trace holds, analysing it a replica
 // at a time, with chunks read again or held packed (visits then unpack
-// only the columns their passes read), gives Run's report or Run's error,
+// only the columns their passes read), for every step and for one, gives
+// Run's report or Run's error,
 // and neither panics.
 func FuzzRunChunks(f *testing.F) {
 	f.Add(byte(0), []byte{})
@@ -90,18 +91,22 @@ func FuzzRunChunks(f *testing.F) {
 		if tr.Validate() != nil {
 			return // ingest refuses it: analyze never sees it
 		}
-		want, werr := Run(tr, Options{Step: AllSteps})
 		groups := [][]int32{{0}, {1}}
-		for _, pack := range []int64{0, 1 << 40} {
-			got, gerr := RunChunks(splitPipelines(tr, groups), Options{Step: AllSteps, PackBytes: pack})
-			if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
-				t.Fatalf("pack %d: Run error %v, RunChunks error %v", pack, werr, gerr)
-			}
-			if werr != nil {
-				continue
-			}
-			if d := reportDiff(want, got); d != "" {
-				t.Fatalf("pack %d: reports differ:\n%s", pack, d)
+		// Every step, and one (its chunks cut to that step's rows when
+		// packed).
+		for _, step := range []int64{AllSteps, 1} {
+			want, werr := Run(tr, Options{Step: step})
+			for _, pack := range []int64{0, 1 << 40} {
+				got, gerr := RunChunks(splitPipelines(tr, groups), Options{Step: step, PackBytes: pack})
+				if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
+					t.Fatalf("step %d, pack %d: Run error %v, RunChunks error %v", step, pack, werr, gerr)
+				}
+				if werr != nil {
+					continue
+				}
+				if d := reportDiff(want, got); d != "" {
+					t.Fatalf("step %d, pack %d: reports differ:\n%s", step, pack, d)
+				}
 			}
 		}
 	})
