@@ -74,8 +74,7 @@ func mutate(tr *trace.Trace, script []byte) {
 // FuzzRunChunks: whatever a (valid) trace holds, analysing it a replica
 // at a time, with chunks read again or held packed (visits then unpack
 // only the columns their passes read), for every step and for one, gives
-// Run's report or Run's error,
-// and neither panics.
+// Run's report or Run's error, and neither panics.
 func FuzzRunChunks(f *testing.F) {
 	f.Add(byte(0), []byte{})
 	f.Add(byte(1), []byte{5, 0, 4, 200, 1, 0})
