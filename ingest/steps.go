@@ -3,6 +3,7 @@ package ingest
 import (
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ppprof/ppprof/trace/arrowv1"
@@ -19,6 +20,8 @@ import (
 // order (a rank file as a collector writes it): finding out decodes each
 // such file's step column once (arrowv1.StepRuns). Other chunks stay
 // whole. It returns the number of chunks cut (limit <= 0: none).
+// progress, when not nil, is called with the files indexed so far and the
+// files to index, from the calling goroutine's callees (serialised).
 //
 // Chunk(c) of a cut chunk reads, of each of its files, only the record
 // batches holding the rows of its steps (arrowv1.ReadRows), and returns
@@ -26,9 +29,26 @@ import (
 // replica) window is in one chunk. A replica's P2P channels are not, so
 // cut chunks are for analyses of such windows (analyze), not for hang,
 // which matches a replica's P2P ops over its whole history.
-func (c *Chunks) CutSteps(limit, maxRows int) int {
+func (c *Chunks) CutSteps(limit, maxRows int, progress func(done, total int)) int {
 	if limit <= 0 {
 		return 0
+	}
+	total := 0
+	for i, g := range c.groups {
+		if c.rows[i] > limit {
+			total += len(g)
+		}
+	}
+	var mu sync.Mutex
+	done := 0
+	indexed := func() {
+		if progress == nil {
+			return
+		}
+		mu.Lock()
+		done++
+		progress(done, total)
+		mu.Unlock()
 	}
 	cut := 0
 	var groups [][]int
@@ -37,7 +57,7 @@ func (c *Chunks) CutSteps(limit, maxRows int) int {
 	var steps [][2]int64
 	for i, g := range c.groups {
 		if c.rows[i] > limit {
-			if parts := c.cutGroup(g, maxRows); parts != nil {
+			if parts := c.cutGroup(g, maxRows, indexed); parts != nil {
 				for _, p := range parts {
 					groups, rows = append(groups, g), append(rows, p.rows)
 					spans, steps = append(spans, p.spans), append(steps, p.steps)
@@ -71,7 +91,7 @@ type rowsRead struct {
 // cutGroup cuts the group of files into chunks of whole steps, at most
 // maxRows rows each where a step is not larger; nil when a file cannot be
 // cut (see CutSteps) or the group makes one chunk anyway.
-func (c *Chunks) cutGroup(files []int, maxRows int) []stepCut {
+func (c *Chunks) cutGroup(files []int, maxRows int, indexed func()) []stepCut {
 	runs := make([][]arrowv1.StepRun, len(files))
 	ixs := make([]*arrowv1.Index, len(files))
 	var failed atomic.Bool
@@ -84,6 +104,7 @@ func (c *Chunks) cutGroup(files []int, maxRows int) []stepCut {
 			failed.Store(true)
 		}
 		runs[k], ixs[k] = r, ix
+		indexed()
 	})
 	if failed.Load() {
 		return nil

@@ -63,7 +63,7 @@ func TestCutSteps(t *testing.T) {
 		if c.NumChunks() != 2 {
 			t.Fatalf("%d chunks before cutting, want the 2 replicas", c.NumChunks())
 		}
-		if got := c.CutSteps(cfg.limit, cfg.maxRows); got != cfg.wantCut {
+		if got := c.CutSteps(cfg.limit, cfg.maxRows, nil); got != cfg.wantCut {
 			t.Errorf("%+v: %d chunks cut, want %d", cfg, got, cfg.wantCut)
 		}
 		var all []*trace.Trace
@@ -155,7 +155,7 @@ func TestCutStepsLeavesWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.CutSteps(1, 1); got != 0 {
+	if got := c.CutSteps(1, 1, nil); got != 0 {
 		t.Errorf("steps going back in rank 1's file: %d chunks cut, want 0", got)
 	}
 	// Put rank 1 right: cut; then rank 0's file loses its last step.
@@ -164,8 +164,12 @@ func TestCutStepsLeavesWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.CutSteps(1, 1); got != 1 || c.NumChunks() != 4 {
+	var last [2]int
+	if got := c.CutSteps(1, 1, func(done, total int) { last = [2]int{done, total} }); got != 1 || c.NumChunks() != 4 {
 		t.Fatalf("%d cut into %d chunks, want 1 into 4 (one a step)", got, c.NumChunks())
+	}
+	if last != [2]int{2, 2} {
+		t.Errorf("progress ended at %d of %d files, want 2 of 2", last[0], last[1])
 	}
 	var keep []int
 	for i := range r0.Len() {

@@ -167,7 +167,11 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 	if !plan.optional {
 		// A pipeline replica too large for a chunk is read a few steps at
 		// a time (rank files whose steps never decrease).
-		cutAs(ch.CutSteps(plan.cutRows, plan.chunkRows), ch.NumChunks())
+		bar := newProgress(opts.stderr, "indexing steps", 0, "files", opts.quiet)
+		cutAs(ch.CutSteps(plan.cutRows, plan.chunkRows, func(done, total int) {
+			bar.update(func() { bar.total, bar.cur = int64(total), int64(done) })
+		}), ch.NumChunks())
+		bar.done()
 	}
 	if err := checkChunksFit(ch, opts.paths, "its files cannot be cut between steps (Arrow rank files, not gzip-compressed, whose steps never decrease can)"); err != nil {
 		return nil, err
