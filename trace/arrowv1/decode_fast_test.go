@@ -116,13 +116,16 @@ func FuzzFastMatchesChecked(f *testing.F) {
 
 // TestStepRunsAndReadRows: on everything ppprof writes (every writer,
 // codec and batching), StepRuns answers and gives the step column's runs,
-// and ReadRows gives Read's rows; on damaged copies, whatever Read still
-// reads, they agree with it.
+// ReadRows gives Read's rows and ReadShape answers with Read's columns; on
+// damaged copies, whatever Read still reads, they agree with it.
 func TestStepRunsAndReadRows(t *testing.T) {
 	everyEncoding(t, 11, 4, func(name string, rows int, data []byte, pristine bool) {
 		if pristine && rows > 0 {
 			if _, _, ok := StepRuns(data); !ok {
 				t.Errorf("%s: StepRuns refused what ppprof wrote", name)
+			}
+			if _, ok := ReadShape(data); !ok {
+				t.Errorf("%s: ReadShape refused what ppprof wrote", name)
 			}
 		}
 		res, err := Read(data)
@@ -132,6 +135,7 @@ func TestStepRunsAndReadRows(t *testing.T) {
 		}
 		checkStepRuns(t, data, res.Trace)
 		checkReadRows(t, data, res.Trace)
+		checkShape(t, data, res.Trace)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -86,6 +87,7 @@ func checkRead(t *testing.T, data []byte) {
 			t.Fatalf("error %v with a result", err)
 		}
 		// What Read refuses, the partial readers must not panic on.
+		ReadShape(data) // must not panic
 		xs := []*Index{nil}
 		if _, ix, ok := StepRuns(data); ok {
 			xs = append(xs, ix)
@@ -109,6 +111,7 @@ func checkRead(t *testing.T, data []byte) {
 	}
 	checkStepRuns(t, data, res.Trace)
 	checkReadRows(t, data, res.Trace)
+	checkShape(t, data, res.Trace)
 	if err := res.Trace.Validate(); err != nil {
 		t.Fatalf("result fails Validate: %v", err)
 	}
@@ -392,5 +395,26 @@ func checkReadRows(t *testing.T, data []byte, read *trace.Trace) {
 				t.Fatalf("ReadRows(%d, %d) of %d rows, index %v: no error", bad[0], bad[1], n, ix != nil)
 			}
 		}
+	}
+}
+
+// checkShape checks ReadShape against the trace Read gave for data: when
+// it answers, its columns are Read's, the others empty.
+func checkShape(t *testing.T, data []byte, read *trace.Trace) {
+	t.Helper()
+	sh, ok := ReadShape(data)
+	if !ok {
+		return
+	}
+	if !slices.Equal(sh.Rank, read.Rank) || !slices.Equal(sh.Pipeline, read.Pipeline) || !slices.Equal(sh.Stage, read.Stage) ||
+		!slices.Equal(sh.Step, read.Step) || !slices.Equal(sh.Kind, read.Kind) || !slices.Equal(sh.MicroBatch, read.MicroBatch) ||
+		!slices.Equal(sh.Chunk, read.Chunk) {
+		t.Fatalf("ReadShape's columns differ from Read's")
+	}
+	if sh.Seq != nil || sh.StartNs != nil || sh.Shape != nil || sh.Flops != nil {
+		t.Fatalf("ReadShape decoded columns beyond the shape")
+	}
+	if !reflect.DeepEqual(sh.Meta, read.Meta) {
+		t.Fatalf("ReadShape's metadata %+v, Read's %+v", sh.Meta, read.Meta)
 	}
 }

@@ -1,0 +1,157 @@
+package arrowv1
+
+import "github.com/ppprof/ppprof/trace"
+
+// ShapeColumns are the columns ReadShape decodes: what the shape of a job
+// needs of every event (its ranks, stages, replicas, steps, micro-batches
+// and chunks, and which events are forward passes).
+var ShapeColumns = trace.ColumnsOf(trace.ColRank, trace.ColPipeline, trace.ColStage, trace.ColStep,
+	trace.ColKind, trace.ColMicroBatch, trace.ColChunk)
+
+// ReadShape decodes only ShapeColumns of every complete record batch of
+// an Arrow IPC file or stream: a trace of Read's rows, in Read's order,
+// whose other columns are empty (nil). The rows are checked on those
+// columns alone (Validate's rules for them: nothing negative, a
+// micro-batch of -1 or more, a known kind); nothing else of the input is
+// decoded or checked. It is for learning a job's shape from events whose
+// other columns are not needed (an analysis of one step). ok is false for
+// input the fast decoder does not take, or rows that break those rules:
+// Read says what is wrong with such input, if anything.
+func ReadShape(data []byte) (t *trace.Trace, ok bool) {
+	if !littleEndian {
+		return nil, false
+	}
+	defer func() {
+		// As in fastReadInto: the checks are meant to make this
+		// unreachable; a panic only answers "cannot".
+		if p := recover(); p != nil {
+			t, ok = nil, false
+		}
+	}()
+	frames, err := framesOf(data)
+	if err != nil || len(frames) == 0 {
+		return nil, false
+	}
+	plan, ok := planFor(frames[0])
+	if !ok {
+		return nil, false
+	}
+	rows := 0
+	for _, fr := range frames[1:] {
+		if fr.info.header == headerRecordBatch {
+			rows += int(fr.info.rows)
+		}
+	}
+	if int64(rows)*32 > readLimit(len(data)) {
+		return nil, false
+	}
+	t = &trace.Trace{Meta: plan.meta,
+		Rank: make([]trace.Rank, rows), Pipeline: make([]int32, rows), Stage: make([]trace.Stage, rows),
+		Step: make([]int64, rows), Kind: make([]trace.Kind, rows), MicroBatch: make([]trace.MicroBatch, rows),
+		Chunk: make([]int32, rows)}
+	d := newDecoder()
+	var sc fastScratch
+	defer sc.release()
+	var lut []trace.Kind
+	base := 0
+	for i := range frames[1:] {
+		fr := &frames[1+i]
+		switch fr.info.header {
+		case headerDictionaryBatch:
+			if lut, ok = plan.dictionary(fr, lut, d); !ok {
+				return nil, false
+			}
+		case headerRecordBatch:
+			if !plan.shapeBatch(t, base, fr, lut, d, &sc) {
+				return nil, false
+			}
+			base += int(fr.info.rows)
+		default:
+			return nil, false
+		}
+	}
+	if plan.kindDic && lut == nil && rows > 0 {
+		return nil, false
+	}
+	// Validate's rules for these columns.
+	var neg int64
+	for i := range rows {
+		neg |= int64(t.Rank[i]) | int64(t.Pipeline[i]) | int64(t.Stage[i]) | t.Step[i] | int64(t.Chunk[i]) | (int64(t.MicroBatch[i]) + 1)
+	}
+	if neg < 0 {
+		return nil, false
+	}
+	for _, k := range t.Kind {
+		if !k.Valid() {
+			return nil, false
+		}
+	}
+	return t, true
+}
+
+// shapeBatch is batch for ShapeColumns alone: it decodes record batch fr
+// into rows [base, base+rows) of those columns of t.
+func (p *fastPlan) shapeBatch(t *trace.Trace, base int, fr *frame, lut []trace.Kind, d *decoder, sc *fastScratch) bool {
+	f, rb, _, _, ok := batchHeader(fr)
+	if !ok {
+		return false
+	}
+	ns, ok := nodes(f, rb)
+	if !ok || len(ns) != len(p.fields) || len(fr.info.buffers) != p.nbuf {
+		return false
+	}
+	n := int(fr.info.rows)
+	bb := batchBufs{fr: fr}
+	end := base + n
+	fixed := func(c int, dst []byte, w int, def func(i int)) bool {
+		fi := p.col[c]
+		if fi < 0 {
+			for i := range n {
+				def(i)
+			}
+			return true
+		}
+		if ns[fi][0] != int64(n) || ns[fi][1] < 0 || ns[fi][1] > int64(n) {
+			return false
+		}
+		raw, ok := bb.read(p.fields[fi].buf+1, dst, sc, 1)
+		if !ok || len(raw) < n*w {
+			return false
+		}
+		if n > 0 && &raw[0] != &dst[0] {
+			copy(dst, raw[:n*w])
+		}
+		if ns[fi][1] == 0 {
+			return true
+		}
+		if c == trace.ColRank || c == trace.ColStage || c == trace.ColStep {
+			return false // a null in a required column
+		}
+		bm, ok := bb.read(p.fields[fi].buf, nil, sc, 0)
+		if !ok || len(bm) < (n+7)/8 || int64(n-countSet(bm, n)) != ns[fi][1] {
+			return false
+		}
+		for i := range n {
+			if bm[i>>3]>>(i&7)&1 == 0 {
+				def(i)
+			}
+		}
+		return true
+	}
+	i32 := func(c int, dst []int32, def int32) bool {
+		return fixed(c, bytesOf(dst), 4, func(i int) { dst[i] = def })
+	}
+	i64 := func(c int, dst []int64, def int64) bool {
+		return fixed(c, bytesOf(dst), 8, func(i int) { dst[i] = def })
+	}
+	if fi := p.col[trace.ColKind]; fi < 0 || ns[fi][0] != int64(n) {
+		return false
+	}
+	return i32(trace.ColRank, asInt32(t.Rank[base:end]), 0) &&
+		i32(trace.ColStage, asInt32(t.Stage[base:end]), 0) &&
+		i64(trace.ColStep, t.Step[base:end], 0) &&
+		i32(trace.ColPipeline, t.Pipeline[base:end], 0) &&
+		i32(trace.ColChunk, t.Chunk[base:end], 0) &&
+		i32(trace.ColMicroBatch, asInt32(t.MicroBatch[base:end]), int32(trace.NoMicroBatch)) &&
+		p.kinds(t.Kind[base:end], n, ns, bb, lut, d, sc)
+}
