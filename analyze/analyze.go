@@ -272,6 +272,7 @@ var (
 type index struct {
 	t        *trace.Trace // the whole trace when held in memory; nil for RunChunks
 	src      Chunks
+	stepSrc  StepChunks // src, when it reads one step for less and one step is analysed; else nil
 	opt      Options
 	chunks   []chunkState
 	tot      *scanTotals

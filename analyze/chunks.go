@@ -36,6 +36,17 @@ type Recycler interface {
 	Recycle(t *trace.Trace)
 }
 
+// StepChunks is a Chunks that reads one step of a chunk for less than the
+// whole chunk (ingest.Chunks). rows holds every row of chunk c of step
+// (and maybe rows of other steps), in (rank, seq) order, the same every
+// time; shape holds every row of the chunk with at least the columns the
+// job's shape is gathered from (rank, pipeline, stage, step, kind,
+// micro-batch, chunk: scanTotals). RunChunks of one step (Options.Step)
+// reads it instead of Chunk.
+type StepChunks interface {
+	ChunkStep(c int, step int64) (rows, shape *trace.Trace, err error)
+}
+
 // wholeTrace is one trace as a single chunk (Run).
 type wholeTrace struct{ t *trace.Trace }
 
@@ -169,6 +180,9 @@ func (m *mbSet) len() int {
 // whole trace held in memory (Run), else nil.
 func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error) {
 	ix := &index{t: whole, src: src, opt: opt}
+	if ss, ok := src.(StepChunks); ok && whole == nil && opt.Step >= 0 {
+		ix.stepSrc = ss
+	}
 	tot := &scanTotals{maxStage: -1, ranks: map[trace.Rank]bool{},
 		stageRank: map[trace.Stage]trace.Rank{}, lastStep: map[trace.Rank]int64{}}
 	type key struct {
@@ -185,14 +199,14 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 		if opt.Progress != nil && len(ix.chunks) > 1 {
 			opt.Progress(0, numPasses, fmt.Sprintf("windows (chunk %d/%d)", c+1, len(ix.chunks)))
 		}
-		t, err := src.Chunk(c)
+		t, shape, err := ix.readChunk(c)
 		if err != nil {
 			return nil, err
 		}
 		if c == 0 {
 			tot.meta = t.Meta
 		}
-		tot.add(t)
+		tot.add(shape)
 		srcRows, compacted := t.Len(), false
 		ws, rows := groupWindowsIn(t, opt, ix.spareRows)
 		ix.spareRows = nil
@@ -406,7 +420,7 @@ func (ix *index) attach(c int) error {
 		}
 	} else {
 		var err error
-		if t, err = ix.src.Chunk(c); err != nil {
+		if t, _, err = ix.readChunk(c); err != nil {
 			return err
 		}
 	}
@@ -423,6 +437,17 @@ func (ix *index) attach(c int) error {
 		dst.t, dst.rows = t, g.rows
 	}
 	return nil
+}
+
+// readChunk reads chunk c: its rows, and the rows the job's shape is
+// gathered from (all of the chunk's: the same trace, unless the source
+// reads one step for less, StepChunks).
+func (ix *index) readChunk(c int) (rows, shape *trace.Trace, err error) {
+	if ix.stepSrc == nil {
+		t, err := ix.src.Chunk(c)
+		return t, t, err
+	}
+	return ix.stepSrc.ChunkStep(c, ix.opt.Step)
 }
 
 // windowRows is the number of rows of windows ws.

@@ -70,6 +70,30 @@ func (pc *pipelineChunks) Recycle(t *trace.Trace) {
 	}
 }
 
+// stepChunks is pipelineChunks read a step at a time (StepChunks): rows,
+// the chunk's rows of that step and of the step after it (which RunChunks
+// must leave out); shape, every row with only the shape's columns, the
+// others nil (a pass reading one would panic).
+type stepChunks struct{ *pipelineChunks }
+
+func (sc stepChunks) ChunkStep(c int, step int64) (rows, shape *trace.Trace, err error) {
+	t, err := sc.Chunk(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows = &trace.Trace{Meta: t.Meta}
+	shape = &trace.Trace{Meta: t.Meta}
+	for i := range t.Len() {
+		if s := t.Step[i]; s == step || s == step+1 {
+			rows.AppendRows(t, i, i+1)
+		}
+		shape.Rank, shape.Pipeline, shape.Stage = append(shape.Rank, t.Rank[i]), append(shape.Pipeline, t.Pipeline[i]), append(shape.Stage, t.Stage[i])
+		shape.Step, shape.Kind = append(shape.Step, t.Step[i]), append(shape.Kind, t.Kind[i])
+		shape.MicroBatch, shape.Chunk = append(shape.MicroBatch, t.MicroBatch[i]), append(shape.Chunk, t.Chunk[i])
+	}
+	return rows, shape, nil
+}
+
 // reportDiff names the fields of two reports that differ ("" when none).
 func reportDiff(a, b *Report) string {
 	var out []string
@@ -190,10 +214,17 @@ func TestRunChunksIsRun(t *testing.T) {
 			}
 		}
 		// One step only: chunks read again, kept, packed (cut to the
-		// step's rows when kept or packed).
+		// step's rows when kept or packed), each from the whole chunk and
+		// from a source that reads a step for less (StepChunks).
 		want1, err1 := Run(tr, Options{Step: 1})
-		for _, cfg := range []struct{ keep, pack int }{{0, 0}, {tr.Len() / 2, 0}, {0, 1 << 40}} {
-			pc := splitPipelines(tr, splits["one per chunk"])
+		for _, cfg := range []struct {
+			keep, pack int
+			step       bool
+		}{{0, 0, false}, {tr.Len() / 2, 0, false}, {0, 1 << 40, false}, {0, 0, true}, {tr.Len() / 2, 0, true}, {0, 1 << 40, true}} {
+			var pc Chunks = splitPipelines(tr, splits["one per chunk"])
+			if cfg.step {
+				pc = stepChunks{pc.(*pipelineChunks)}
+			}
 			got1, err2 := RunChunks(pc, Options{Step: 1, KeepRows: cfg.keep, PackBytes: int64(cfg.pack)})
 			if (err1 == nil) != (err2 == nil) {
 				t.Fatalf("%s step 1, %+v: errors %v vs %v", name, cfg, err1, err2)
