@@ -195,3 +195,65 @@ func writeArrowStream(t *testing.T, path string, tr *trace.Trace) {
 		t.Fatal(err)
 	}
 }
+
+// TestChunkStep: a chunk read for one step holds Open's rows of that step
+// for the chunk's ranks (and no rows of other steps, rank files being
+// one run of each step), and the shape of all its rows: Chunk's columns.
+// A chunk cut between steps is read whole.
+func TestChunkStep(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "interleaved", Stages: 4, MicroBatches: 8, DP: 2, TP: 2, Steps: 4,
+		Jitter: 0.1, Seed: 9, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFilesBatch(t, t.TempDir(), tr, 16)
+	whole, err := Open([]string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenChunks([]string{dir}, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.NumChunks() {
+		all, err := c.Chunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := int64(0); step <= 4; step++ {
+			rows, shape, err := c.ChunkStep(i, step)
+			if err != nil {
+				t.Fatalf("chunk %d step %d: %v", i, step, err)
+			}
+			want := &trace.Trace{Meta: whole.Trace.Meta}
+			for j := range whole.Trace.Len() {
+				if whole.Trace.Step[j] == step && whole.Trace.Pipeline[j] == all.Pipeline[0] {
+					want.AppendRows(whole.Trace, j, j+1)
+				}
+			}
+			rows.Meta = want.Meta
+			if d := trace.Diff(rows, want); d != "" {
+				t.Fatalf("chunk %d step %d: rows differ from Open's: %s", i, step, d)
+			}
+			if !slices.Equal(shape.Rank, all.Rank) || !slices.Equal(shape.Pipeline, all.Pipeline) || !slices.Equal(shape.Stage, all.Stage) ||
+				!slices.Equal(shape.Step, all.Step) || !slices.Equal(shape.Kind, all.Kind) || !slices.Equal(shape.MicroBatch, all.MicroBatch) ||
+				!slices.Equal(shape.Chunk, all.Chunk) {
+				t.Fatalf("chunk %d step %d: shape differs from the chunk's columns", i, step)
+			}
+		}
+	}
+	// Cut between steps: read whole, its shape from its rows.
+	if c.CutSteps(1, 1, nil) != 2 {
+		t.Fatal("not cut")
+	}
+	for i := range c.NumChunks() {
+		all, err := c.Chunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, shape, err := c.ChunkStep(i, 1)
+		if err != nil || rows.Len() != all.Len() || !slices.Equal(shape.Step, all.Step) {
+			t.Fatalf("cut chunk %d: %v, %d rows of %d", i, err, rows.Len(), all.Len())
+		}
+	}
+}

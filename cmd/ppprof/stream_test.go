@@ -40,6 +40,21 @@ func TestAnalyzeStream(t *testing.T) {
 		}
 	}
 
+	// One step: streamed, the other steps' events are read for the job's
+	// shape only (ingest.Chunks.ChunkStep); the same output.
+	for _, step := range []string{"0", "2"} {
+		whole, _, _ := ppprof(t, "analyze", "--stream", "never", "--step", step, "--format", "json", dir)
+		for _, mem := range []string{"", "64K"} {
+			args := []string{"analyze", "--stream", "always", "--step", step, "--format", "json", dir}
+			if mem != "" {
+				args = append(args, "--max-memory", mem)
+			}
+			if got, stderr, code := ppprof(t, args...); code != 0 || got != whole {
+				t.Errorf("--step %s, --max-memory %q: exit %d (%s), same output %v", step, mem, code, stderr, got == whole)
+			}
+		}
+	}
+
 	// A small memory budget: auto streams, in chunks of one replica, those
 	// that fit in two fifths of 64K packed and the others read again by
 	// each pass; the same output.
