@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ppprof/ppprof/trace"
@@ -42,9 +43,16 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		}
 	}
 	type result struct {
-		rows, shape *trace.Trace
-		err         error
+		rows *trace.Trace
+		err  error
 	}
+	// Each file's shape goes to its rows of the chunk's, in file order
+	// (the order of Chunk's rows for rank files).
+	offs := make([]int, len(files)+1)
+	for k, fi := range files {
+		offs[k+1] = offs[k] + c.Files[fi].Events
+	}
+	shape = makeShape(c.meta, offs[len(files)])
 	res := make([]result, len(files))
 	var apart atomic.Bool // a file's rows of step are not one run
 	eachParallel(len(files), func(k int) {
@@ -53,16 +61,24 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		}
 		fi := files[k]
 		r := &res[k]
-		r.rows, r.shape, r.err = c.fileStep(fi, step)
-		if r.err == nil && r.rows == nil && r.shape == nil {
+		scratch, _ := shapeScratch.Get().(*trace.Trace)
+		var sh *trace.Trace
+		r.rows, sh, r.err = c.fileStep(fi, step, scratch)
+		switch {
+		case r.err != nil:
+		case r.rows == nil:
 			apart.Store(true)
+		default:
+			copyShape(shape, offs[k], sh) // checkFile checked its length
+		}
+		if sh != nil && sh != r.rows {
+			shapeScratch.Put(sh)
 		}
 	})
 	if apart.Load() {
 		return whole()
 	}
 	var parts []*trace.Trace
-	shape = &trace.Trace{Meta: c.meta}
 	for k, r := range res {
 		if r.err != nil {
 			return nil, nil, &FileError{Path: c.paths[files[k]], Err: r.err}
@@ -70,7 +86,6 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		if r.rows.Len() > 0 {
 			parts = append(parts, r.rows)
 		}
-		appendShape(shape, r.shape)
 	}
 	switch len(parts) {
 	case 0:
@@ -87,16 +102,17 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 }
 
 // fileStep reads file fi for ChunkStep: its rows of step (ReadRows) and
-// its shape (ReadShape), checked against what OpenChunks found of it.
-// rows and shape are both nil, with no error, when its rows of step are
-// not one run; a file the fast decoder does not take is read whole.
-func (c *Chunks) fileStep(fi int, step int64) (rows, shape *trace.Trace, err error) {
+// its shape (ReadShape, into scratch's columns when they are large
+// enough), checked against what OpenChunks found of it. rows is nil, with
+// no error, when its rows of step are not one run; a file the fast
+// decoder does not take is read whole (shape is then rows).
+func (c *Chunks) fileStep(fi int, step int64, scratch *trace.Trace) (rows, shape *trace.Trace, err error) {
 	f, err := os.Open(c.paths[fi])
 	if err != nil {
 		return nil, nil, osReason(err)
 	}
 	defer f.Close()
-	data, release, err := arrowv1.MapFile(f)
+	data, release, err := arrowv1.MapFileSparse(f)
 	if err != nil {
 		return nil, nil, osReason(err)
 	}
@@ -107,7 +123,7 @@ func (c *Chunks) fileStep(fi int, step int64) (rows, shape *trace.Trace, err err
 			rows, shape, err = nil, nil, fmt.Errorf("corrupt Arrow data: decoder panicked: %v", p)
 		}
 	}()
-	sh, ok := arrowv1.ReadShape(data)
+	sh, ok := arrowv1.ReadShape(data, scratch)
 	if !ok {
 		// What the fast decoder does not take: read it whole (Read says
 		// what is wrong, if anything).
@@ -120,10 +136,10 @@ func (c *Chunks) fileStep(fi int, step int64) (rows, shape *trace.Trace, err err
 		if err := c.checkFile(fi, t); err != nil {
 			return nil, nil, err
 		}
-		return t, shapeOf(t), nil
+		return t, t, nil
 	}
 	if err := c.checkFile(fi, sh); err != nil {
-		return nil, nil, err
+		return nil, sh, err
 	}
 	lo, hi := -1, -1
 	for j, s := range sh.Step {
@@ -131,7 +147,7 @@ func (c *Chunks) fileStep(fi int, step int64) (rows, shape *trace.Trace, err err
 			if lo < 0 {
 				lo = j
 			} else if j != hi {
-				return nil, nil, nil // apart
+				return nil, sh, nil // apart
 			}
 			hi = j + 1
 		}
@@ -141,11 +157,11 @@ func (c *Chunks) fileStep(fi int, step int64) (rows, shape *trace.Trace, err err
 	}
 	res, _, err := arrowv1.ReadRows(data, nil, int64(lo), int64(hi))
 	if err != nil {
-		return nil, nil, err
+		return nil, sh, err
 	}
 	t := res.Trace
 	if t.Len() != hi-lo || !slices.Equal(t.Step, sh.Step[lo:hi]) || !slices.Equal(t.Rank, sh.Rank[lo:hi]) {
-		return nil, nil, fmt.Errorf("changed while it was read: rows %d to %d of step %d read as other rows", lo, hi, step)
+		return nil, sh, fmt.Errorf("changed while it was read: rows %d to %d of step %d read as other rows", lo, hi, step)
 	}
 	t.SortByRankSeq()
 	return t, sh, nil
@@ -163,20 +179,30 @@ func (c *Chunks) checkFile(fi int, t *trace.Trace) error {
 	return nil
 }
 
+// shapeScratch recycles the shape columns ReadShape decodes a file into.
+var shapeScratch sync.Pool
+
+// makeShape is a trace of n rows of arrowv1.ShapeColumns alone.
+func makeShape(meta trace.Meta, n int) *trace.Trace {
+	return &trace.Trace{Meta: meta, Rank: make([]trace.Rank, n), Pipeline: make([]int32, n), Stage: make([]trace.Stage, n),
+		Step: make([]int64, n), Kind: make([]trace.Kind, n), MicroBatch: make([]trace.MicroBatch, n), Chunk: make([]int32, n)}
+}
+
 // shapeOf is t's arrowv1.ShapeColumns alone, copied.
 func shapeOf(t *trace.Trace) *trace.Trace {
-	out := &trace.Trace{Meta: t.Meta}
-	appendShape(out, t)
+	out := makeShape(t.Meta, t.Len())
+	copyShape(out, 0, t)
 	return out
 }
 
-// appendShape appends the arrowv1.ShapeColumns of src's rows to dst.
-func appendShape(dst, src *trace.Trace) {
-	dst.Rank = append(dst.Rank, src.Rank...)
-	dst.Pipeline = append(dst.Pipeline, src.Pipeline...)
-	dst.Stage = append(dst.Stage, src.Stage...)
-	dst.Step = append(dst.Step, src.Step...)
-	dst.Kind = append(dst.Kind, src.Kind...)
-	dst.MicroBatch = append(dst.MicroBatch, src.MicroBatch...)
-	dst.Chunk = append(dst.Chunk, src.Chunk...)
+// copyShape copies the arrowv1.ShapeColumns of src's rows to dst's rows
+// from off.
+func copyShape(dst *trace.Trace, off int, src *trace.Trace) {
+	copy(dst.Rank[off:], src.Rank)
+	copy(dst.Pipeline[off:], src.Pipeline)
+	copy(dst.Stage[off:], src.Stage)
+	copy(dst.Step[off:], src.Step)
+	copy(dst.Kind[off:], src.Kind)
+	copy(dst.MicroBatch[off:], src.MicroBatch)
+	copy(dst.Chunk[off:], src.Chunk)
 }

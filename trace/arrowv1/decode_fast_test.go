@@ -124,7 +124,7 @@ func TestStepRunsAndReadRows(t *testing.T) {
 			if _, _, ok := StepRuns(data); !ok {
 				t.Errorf("%s: StepRuns refused what ppprof wrote", name)
 			}
-			if _, ok := ReadShape(data); !ok {
+			if _, ok := ReadShape(data, nil); !ok {
 				t.Errorf("%s: ReadShape refused what ppprof wrote", name)
 			}
 		}

@@ -87,7 +87,7 @@ func checkRead(t *testing.T, data []byte) {
 			t.Fatalf("error %v with a result", err)
 		}
 		// What Read refuses, the partial readers must not panic on.
-		ReadShape(data) // must not panic
+		ReadShape(data, nil) // must not panic
 		xs := []*Index{nil}
 		if _, ix, ok := StepRuns(data); ok {
 			xs = append(xs, ix)
@@ -402,9 +402,17 @@ func checkReadRows(t *testing.T, data []byte, read *trace.Trace) {
 // it answers, its columns are Read's, the others empty.
 func checkShape(t *testing.T, data []byte, read *trace.Trace) {
 	t.Helper()
-	sh, ok := ReadShape(data)
+	sh, ok := ReadShape(data, nil)
 	if !ok {
 		return
+	}
+	// Into the columns of a larger shape read before: the same.
+	big := &trace.Trace{Rank: make([]trace.Rank, 0, sh.Len()+9), Pipeline: make([]int32, 0, sh.Len()+9),
+		Stage: make([]trace.Stage, 0, sh.Len()+9), Step: make([]int64, 0, sh.Len()+9), Kind: make([]trace.Kind, 0, sh.Len()+9),
+		MicroBatch: make([]trace.MicroBatch, 0, sh.Len()+9), Chunk: make([]int32, 0, sh.Len()+9)}
+	if again, ok := ReadShape(data, big); !ok || !slices.Equal(again.Step, sh.Step) || !slices.Equal(again.Kind, sh.Kind) ||
+		!slices.Equal(again.Rank, sh.Rank) || &again.Step[:1][0] != &big.Step[:1][0] {
+		t.Fatalf("ReadShape into a larger shape's columns: ok %v, not the same", ok)
 	}
 	if !slices.Equal(sh.Rank, read.Rank) || !slices.Equal(sh.Pipeline, read.Pipeline) || !slices.Equal(sh.Stage, read.Stage) ||
 		!slices.Equal(sh.Step, read.Step) || !slices.Equal(sh.Kind, read.Kind) || !slices.Equal(sh.MicroBatch, read.MicroBatch) ||

@@ -17,7 +17,10 @@ var ShapeColumns = trace.ColumnsOf(trace.ColRank, trace.ColPipeline, trace.ColSt
 // other columns are not needed (an analysis of one step). ok is false for
 // input the fast decoder does not take, or rows that break those rules:
 // Read says what is wrong with such input, if anything.
-func ReadShape(data []byte) (t *trace.Trace, ok bool) {
+//
+// into, when not nil, is a trace ReadShape returned before that the caller
+// is done with: its columns are reused when large enough.
+func ReadShape(data []byte, into *trace.Trace) (t *trace.Trace, ok bool) {
 	if !littleEndian {
 		return nil, false
 	}
@@ -45,10 +48,16 @@ func ReadShape(data []byte) (t *trace.Trace, ok bool) {
 	if int64(rows)*32 > readLimit(len(data)) {
 		return nil, false
 	}
-	t = &trace.Trace{Meta: plan.meta,
-		Rank: make([]trace.Rank, rows), Pipeline: make([]int32, rows), Stage: make([]trace.Stage, rows),
-		Step: make([]int64, rows), Kind: make([]trace.Kind, rows), MicroBatch: make([]trace.MicroBatch, rows),
-		Chunk: make([]int32, rows)}
+	if into != nil && cap(into.Rank) >= rows && cap(into.Pipeline) >= rows && cap(into.Stage) >= rows &&
+		cap(into.Step) >= rows && cap(into.Kind) >= rows && cap(into.MicroBatch) >= rows && cap(into.Chunk) >= rows {
+		t = &trace.Trace{Meta: plan.meta, Rank: into.Rank[:rows], Pipeline: into.Pipeline[:rows], Stage: into.Stage[:rows],
+			Step: into.Step[:rows], Kind: into.Kind[:rows], MicroBatch: into.MicroBatch[:rows], Chunk: into.Chunk[:rows]}
+	} else {
+		t = &trace.Trace{Meta: plan.meta,
+			Rank: make([]trace.Rank, rows), Pipeline: make([]int32, rows), Stage: make([]trace.Stage, rows),
+			Step: make([]int64, rows), Kind: make([]trace.Kind, rows), MicroBatch: make([]trace.MicroBatch, rows),
+			Chunk: make([]int32, rows)}
+	}
 	d := newDecoder()
 	var sc fastScratch
 	defer sc.release()
