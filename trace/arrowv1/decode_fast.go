@@ -532,82 +532,105 @@ func bytesOf[T any](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
 }
 
-// batch decodes the record batch fr into rows [base, base+rows) of t, with
-// kind table lut.
-func (p *fastPlan) batch(t *trace.Trace, base int, fr *frame, lut []trace.Kind, d *decoder, sc *fastScratch) bool {
+// batchCols decodes the fixed-width columns of one record batch.
+type batchCols struct {
+	p  *fastPlan
+	bb batchBufs
+	ns [][2]int64 // field nodes: (length, null count)
+	n  int        // rows
+	sc *fastScratch
+}
+
+// cols reads record batch fr's header for batchCols; ok is false when it
+// does not match the plan.
+func (p *fastPlan) cols(fr *frame, sc *fastScratch) (bc batchCols, ok bool) {
 	f, rb, _, _, ok := batchHeader(fr)
 	if !ok {
-		return false
+		return bc, false
 	}
 	ns, ok := nodes(f, rb)
 	if !ok || len(ns) != len(p.fields) || len(fr.info.buffers) != p.nbuf {
+		return bc, false
+	}
+	return batchCols{p: p, bb: batchBufs{fr: fr}, ns: ns, n: int(fr.info.rows), sc: sc}, true
+}
+
+// field checks field fi's node: n rows, a null count in range that
+// matches its validity bitmap (ValidateFull).
+func (bc batchCols) field(fi int) bool {
+	n, ns := bc.n, bc.ns
+	if ns[fi][0] != int64(n) || ns[fi][1] < 0 || ns[fi][1] > int64(n) {
 		return false
 	}
-	n := int(fr.info.rows)
-	bb := batchBufs{fr: fr}
-	for fi := range p.fields {
-		if ns[fi][0] != int64(n) || ns[fi][1] < 0 || ns[fi][1] > int64(n) {
+	if ns[fi][1] > 0 {
+		bm, ok := bc.bb.read(bc.p.fields[fi].buf, nil, bc.sc, 0)
+		if !ok || len(bm) < (n+7)/8 || int64(n-countSet(bm, n)) != ns[fi][1] {
 			return false
-		}
-		// A null count must match the validity bitmap (ValidateFull).
-		if ns[fi][1] > 0 {
-			bm, ok := bb.read(p.fields[fi].buf, nil, sc, 0)
-			if !ok || len(bm) < (n+7)/8 || int64(n-countSet(bm, n)) != ns[fi][1] {
-				return false
-			}
 		}
 	}
-	end := base + n
-	// nulls returns the validity bitmap of field fi when it has nulls.
-	nulls := func(fi int) ([]byte, bool) {
-		if ns[fi][1] == 0 {
-			return nil, true
-		}
-		bm, ok := bb.read(p.fields[fi].buf, nil, sc, 0)
-		if !ok || len(bm) < (n+7)/8 {
-			return nil, false
-		}
-		return bm, true
-	}
-	// fixed fills dst (n values of width w) from column c, def where null
-	// or when the column is absent.
-	fixed := func(c int, dst []byte, w int, def func(i int)) bool {
-		fi := p.col[c]
-		if fi < 0 {
-			for i := range n {
-				def(i)
-			}
-			return true
-		}
-		raw, ok := bb.read(p.fields[fi].buf+1, dst, sc, 1)
-		if !ok || len(raw) < n*w {
-			return false
-		}
-		if n > 0 && &raw[0] != &dst[0] {
-			copy(dst, raw[:n*w])
-		}
-		bm, ok := nulls(fi)
-		if !ok {
-			return false
-		}
-		if bm != nil {
-			if c == trace.ColRank || c == trace.ColStage || c == trace.ColStep || c == trace.ColSeq {
-				return false // a null in a required column: the checked path names the row
-			}
-			for i := range n {
-				if bm[i>>3]>>(i&7)&1 == 0 {
-					def(i)
-				}
-			}
+	return true
+}
+
+// fixed fills dst (n values of width w) from column c, def where null or
+// when the column is absent. The column's field must have passed field.
+func (bc batchCols) fixed(c int, dst []byte, w int, def func(i int)) bool {
+	p, n := bc.p, bc.n
+	fi := p.col[c]
+	if fi < 0 {
+		for i := range n {
+			def(i)
 		}
 		return true
 	}
-	i32 := func(c int, dst []int32, def int32) bool {
-		return fixed(c, bytesOf(dst), 4, func(i int) { dst[i] = def })
+	raw, ok := bc.bb.read(p.fields[fi].buf+1, dst, bc.sc, 1)
+	if !ok || len(raw) < n*w {
+		return false
 	}
-	i64 := func(c int, dst []int64, def int64) bool {
-		return fixed(c, bytesOf(dst), 8, func(i int) { dst[i] = def })
+	if n > 0 && &raw[0] != &dst[0] {
+		copy(dst, raw[:n*w])
 	}
+	if bc.ns[fi][1] == 0 {
+		return true
+	}
+	if c == trace.ColRank || c == trace.ColStage || c == trace.ColStep || c == trace.ColSeq {
+		return false // a null in a required column: the checked path names the row
+	}
+	bm, ok := bc.bb.read(p.fields[fi].buf, nil, bc.sc, 0)
+	if !ok || len(bm) < (n+7)/8 {
+		return false
+	}
+	for i := range n {
+		if bm[i>>3]>>(i&7)&1 == 0 {
+			def(i)
+		}
+	}
+	return true
+}
+
+// i32 is fixed for a 4-byte column.
+func (bc batchCols) i32(c int, dst []int32, def int32) bool {
+	return bc.fixed(c, bytesOf(dst), 4, func(i int) { dst[i] = def })
+}
+
+// i64 is fixed for an 8-byte column.
+func (bc batchCols) i64(c int, dst []int64, def int64) bool {
+	return bc.fixed(c, bytesOf(dst), 8, func(i int) { dst[i] = def })
+}
+
+// batch decodes the record batch fr into rows [base, base+rows) of t, with
+// kind table lut.
+func (p *fastPlan) batch(t *trace.Trace, base int, fr *frame, lut []trace.Kind, d *decoder, sc *fastScratch) bool {
+	bc, ok := p.cols(fr, sc)
+	if !ok {
+		return false
+	}
+	for fi := range p.fields {
+		if !bc.field(fi) {
+			return false
+		}
+	}
+	n, ns, bb, end := bc.n, bc.ns, bc.bb, base+bc.n
+	i32, i64 := bc.i32, bc.i64
 	ok = i32(trace.ColRank, asInt32(t.Rank[base:end]), 0) &&
 		i32(trace.ColStage, asInt32(t.Stage[base:end]), 0) &&
 		i64(trace.ColStep, t.Step[base:end], 0) &&
@@ -628,7 +651,7 @@ func (p *fastPlan) batch(t *trace.Trace, base int, fr *frame, lut []trace.Kind, 
 		return false
 	}
 	flops := t.Flops[base:end]
-	if !fixed(trace.ColFlops, bytesOf(flops), 8, func(i int) { flops[i] = 0 }) {
+	if !bc.fixed(trace.ColFlops, bytesOf(flops), 8, func(i int) { flops[i] = 0 }) {
 		return false
 	}
 	issue, start, stop := t.IssueNs[base:end], t.StartNs[base:end], t.EndNs[base:end]

@@ -101,66 +101,21 @@ func ReadShape(data []byte, into *trace.Trace) (t *trace.Trace, ok bool) {
 // shapeBatch is batch for ShapeColumns alone: it decodes record batch fr
 // into rows [base, base+rows) of those columns of t.
 func (p *fastPlan) shapeBatch(t *trace.Trace, base int, fr *frame, lut []trace.Kind, d *decoder, sc *fastScratch) bool {
-	f, rb, _, _, ok := batchHeader(fr)
+	bc, ok := p.cols(fr, sc)
 	if !ok {
 		return false
 	}
-	ns, ok := nodes(f, rb)
-	if !ok || len(ns) != len(p.fields) || len(fr.info.buffers) != p.nbuf {
-		return false
-	}
-	n := int(fr.info.rows)
-	bb := batchBufs{fr: fr}
-	end := base + n
-	fixed := func(c int, dst []byte, w int, def func(i int)) bool {
-		fi := p.col[c]
-		if fi < 0 {
-			for i := range n {
-				def(i)
-			}
-			return true
-		}
-		if ns[fi][0] != int64(n) || ns[fi][1] < 0 || ns[fi][1] > int64(n) {
+	for _, c := range []int{trace.ColRank, trace.ColPipeline, trace.ColStage, trace.ColStep, trace.ColKind, trace.ColMicroBatch, trace.ColChunk} {
+		if fi := p.col[c]; fi >= 0 && !bc.field(fi) || fi < 0 && c == trace.ColKind {
 			return false
 		}
-		raw, ok := bb.read(p.fields[fi].buf+1, dst, sc, 1)
-		if !ok || len(raw) < n*w {
-			return false
-		}
-		if n > 0 && &raw[0] != &dst[0] {
-			copy(dst, raw[:n*w])
-		}
-		if ns[fi][1] == 0 {
-			return true
-		}
-		if c == trace.ColRank || c == trace.ColStage || c == trace.ColStep {
-			return false // a null in a required column
-		}
-		bm, ok := bb.read(p.fields[fi].buf, nil, sc, 0)
-		if !ok || len(bm) < (n+7)/8 || int64(n-countSet(bm, n)) != ns[fi][1] {
-			return false
-		}
-		for i := range n {
-			if bm[i>>3]>>(i&7)&1 == 0 {
-				def(i)
-			}
-		}
-		return true
 	}
-	i32 := func(c int, dst []int32, def int32) bool {
-		return fixed(c, bytesOf(dst), 4, func(i int) { dst[i] = def })
-	}
-	i64 := func(c int, dst []int64, def int64) bool {
-		return fixed(c, bytesOf(dst), 8, func(i int) { dst[i] = def })
-	}
-	if fi := p.col[trace.ColKind]; fi < 0 || ns[fi][0] != int64(n) {
-		return false
-	}
-	return i32(trace.ColRank, asInt32(t.Rank[base:end]), 0) &&
-		i32(trace.ColStage, asInt32(t.Stage[base:end]), 0) &&
-		i64(trace.ColStep, t.Step[base:end], 0) &&
-		i32(trace.ColPipeline, t.Pipeline[base:end], 0) &&
-		i32(trace.ColChunk, t.Chunk[base:end], 0) &&
-		i32(trace.ColMicroBatch, asInt32(t.MicroBatch[base:end]), int32(trace.NoMicroBatch)) &&
-		p.kinds(t.Kind[base:end], n, ns, bb, lut, d, sc)
+	end := base + bc.n
+	return bc.i32(trace.ColRank, asInt32(t.Rank[base:end]), 0) &&
+		bc.i32(trace.ColStage, asInt32(t.Stage[base:end]), 0) &&
+		bc.i64(trace.ColStep, t.Step[base:end], 0) &&
+		bc.i32(trace.ColPipeline, t.Pipeline[base:end], 0) &&
+		bc.i32(trace.ColChunk, t.Chunk[base:end], 0) &&
+		bc.i32(trace.ColMicroBatch, asInt32(t.MicroBatch[base:end]), int32(trace.NoMicroBatch)) &&
+		p.kinds(t.Kind[base:end], bc.n, bc.ns, bc.bb, lut, d, sc)
 }
