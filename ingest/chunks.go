@@ -418,6 +418,13 @@ func (c *Chunks) place(files []int, inputs []input) *trace.Trace {
 	return t
 }
 
+// CountFiles is the number of files paths name (expanded as Open expands
+// them).
+func CountFiles(paths []string) (int, error) {
+	inputs, _, err := expand(paths)
+	return len(inputs), err
+}
+
 // InputBytes is the size on disk of the files paths name (expanded as Open
 // expands them), for deciding how to read them.
 func InputBytes(paths []string) (int64, error) {

@@ -56,6 +56,10 @@ type streamPlan struct {
 	optional bool
 	rows     int64 // events counted by auto (0 for the other modes)
 	exact    bool  // rows counted from Arrow batch headers, not guessed
+	// oneStep: auto streams one step of ppprof's Arrow files whatever the
+	// number of chunks (optional is set too: input that cannot be
+	// chunked is read whole).
+	oneStep bool
 }
 
 // planStream decides, for --stream mode, whether to read paths a few
@@ -144,7 +148,7 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 	}
 	ch, err := ingest.OpenChunks(opts.paths, plan.chunkRows, opt)
 	prog.done()
-	if plan.optional && (err != nil || ch.NumChunks() < autoStreamChunks) {
+	if plan.optional && (err != nil || ch.NumChunks() < autoStreamChunks && !plan.oneStep) {
 		// Not worth streaming, or not possible: the whole read says what
 		// is wrong, if anything, as without streaming.
 		return analyzeWhole(opts, step)

@@ -353,3 +353,34 @@ func TestAnalyzeStreamCutSteps(t *testing.T) {
 		t.Errorf("analyze of an uncuttable replica that fits: exit %d: %s", code, stderr)
 	}
 }
+
+// TestAnalyzeStepAutoStreams: under --stream auto, one step of a job's
+// rank files is streamed (only that step's batches decoded whole) even
+// in one chunk, with the output of a whole read; one file of every rank
+// is read whole.
+func TestAnalyzeStepAutoStreams(t *testing.T) {
+	var modes []string
+	defer func(f func(string)) { readAs = f }(readAs)
+	readAs = func(m string) { modes = append(modes, m) }
+	dir := t.TempDir()
+	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
+		"--steps", "3", "--dp", "1", "--tp", "2", "--opt-ms", "1", "--fleet-batch-rows", "16", "-o", dir); code != 0 {
+		t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
+	}
+	one := filepath.Join(t.TempDir(), "t.arrow")
+	simulateTo(t, one, "--stages", "4", "--microbatches", "8", "--steps", "3")
+	for _, tc := range []struct{ path, want string }{{dir, "streamed"}, {one, "whole"}} {
+		want, stderr, code := ppprof(t, "analyze", "--stream", "never", "--step", "1", "--format", "json", tc.path)
+		if code != 0 {
+			t.Fatalf("%s, --stream never: exit %d: %s", tc.path, code, stderr)
+		}
+		modes = nil
+		got, stderr, code := ppprof(t, "analyze", "--step", "1", "--format", "json", tc.path)
+		if code != 0 || got != want {
+			t.Errorf("%s, auto: exit %d (%s), same output %v", tc.path, code, stderr, got == want)
+		}
+		if len(modes) != 1 || modes[0] != tc.want {
+			t.Errorf("%s, auto --step 1: read %v, want %s", tc.path, modes, tc.want)
+		}
+	}
+}
