@@ -77,7 +77,7 @@ func analyzeRun(opts *analyzeOptions) error {
 	if err != nil {
 		return err
 	}
-	if step >= 0 && plan.mode == "auto" && !plan.stream && plan.exact && len(opts.maps) == 0 {
+	if step >= 0 && plan.mode == "auto" && (!plan.stream || plan.optional) && plan.exact && len(opts.maps) == 0 {
 		// One step of ppprof's Arrow files, a file per rank or so:
 		// streamed, only that step's record batches are decoded whole
 		// (ingest.Chunks.ChunkStep), in however many chunks: 1.3 s

@@ -356,8 +356,9 @@ func TestAnalyzeStreamCutSteps(t *testing.T) {
 
 // TestAnalyzeStepAutoStreams: under --stream auto, one step of a job's
 // rank files is streamed (only that step's batches decoded whole) even
-// in one chunk, with the output of a whole read; one file of every rank
-// is read whole.
+// in one chunk, small or large (large inputs that fit are streamed only
+// in enough chunks otherwise), with the output of a whole read; one file
+// of every rank is read whole.
 func TestAnalyzeStepAutoStreams(t *testing.T) {
 	var modes []string
 	defer func(f func(string)) { readAs = f }(readAs)
@@ -369,7 +370,15 @@ func TestAnalyzeStepAutoStreams(t *testing.T) {
 	}
 	one := filepath.Join(t.TempDir(), "t.arrow")
 	simulateTo(t, one, "--stages", "4", "--microbatches", "8", "--steps", "3")
-	for _, tc := range []struct{ path, want string }{{dir, "streamed"}, {one, "whole"}} {
+	defer func(rows int64) { autoStreamRows = rows }(autoStreamRows)
+	for _, tc := range []struct {
+		path, want string
+		large      bool // auto would stream it anyway, optionally (for speed)
+	}{{dir, "streamed", false}, {dir, "streamed", true}, {one, "whole", false}} {
+		autoStreamRows = 16 << 20
+		if tc.large {
+			autoStreamRows = 1
+		}
 		want, stderr, code := ppprof(t, "analyze", "--stream", "never", "--step", "1", "--format", "json", tc.path)
 		if code != 0 {
 			t.Fatalf("%s, --stream never: exit %d: %s", tc.path, code, stderr)
