@@ -179,6 +179,9 @@ func TestReadRowsFramesOnlyItsSpan(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s, index %v: ReadRows of the rows before the corrupt batch: %v", w.name, x != nil, err)
 			}
+			if res.Truncated {
+				t.Errorf("%s, index %v: ReadRows of a whole input that stopped after its rows says truncated", w.name, x != nil)
+			}
 			if d := trace.Diff(tr.Slice(5, 25), res.Trace); d != "" {
 				t.Errorf("%s, index %v: rows 5 to 25 differ: %s", w.name, x != nil, d)
 			}

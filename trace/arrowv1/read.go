@@ -93,9 +93,10 @@ func ReadHead(data []byte) (res *Result, rows int64, err error) {
 // record batches holding them are decoded (with the schema and the
 // dictionaries) and validated; those before are framed (their message
 // headers checked, not their bodies), those after not even that.
-// Result.Trace holds exactly those rows, in columns of their own; Batches, Truncated, the byte counts and rows describe the
-// input up to the batch holding row hi-1 (a file's footer, when it has a
-// usable one, is read whole). [lo, hi) must be a non-empty range of the
+// Result.Trace holds exactly those rows, in columns of their own;
+// Batches, Truncated, the byte counts and rows describe the input up to
+// the batch holding row hi-1 (a file's footer, when it has a usable one,
+// is read whole). [lo, hi) must be a non-empty range of the
 // input's rows. With StepRuns it reads a large file a few steps at a time:
 // given StepRuns' Index of the input (ix, else nil), it frames only the
 // messages it decodes (an input changed since is an error).
@@ -154,7 +155,9 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 		if err != nil {
 			return nil, 0, err
 		}
-		frames, res.Truncated, res.BytesUsed = s.frames, !s.eos, int64(s.used)
+		// A read of some rows that stopped framing after them saw no end.
+		stopped := streamSpan != nil && streamSpan.at >= streamSpan.hi
+		frames, res.Truncated, res.BytesUsed = s.frames, !s.eos && !stopped, int64(s.used)
 	default:
 		return nil, 0, ErrNotArrow
 	}
