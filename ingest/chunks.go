@@ -351,18 +351,8 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 // chunk's steps only, of the file's ranks and replicas.
 func (c *Chunks) checkSpan(i int, in input, fi int, t *trace.Trace, parts *[]*trace.Trace) error {
 	t.SortByRankSeq()
-	lo, hi := in.rows.lo, in.rows.hi
-	first, last := c.steps[i][0], c.steps[i][1]
-	if int64(t.Len()) != hi-lo {
-		return &FileError{Path: in.path, Err: fmt.Errorf("changed since it was first read: rows %d to %d asked, %d read", lo, hi, t.Len())}
-	}
-	for _, s := range t.Step {
-		if s < first || s > last {
-			return &FileError{Path: in.path, Err: fmt.Errorf("changed since it was first read: rows %d to %d hold step %d, not only steps %d to %d", lo, hi, s, first, last)}
-		}
-	}
-	if !subset(rankInts(t.Ranks()), rankInts(c.Files[fi].Ranks)) || !subset(pipelinesOf(t), c.pipes[fi]) {
-		return &FileError{Path: in.path, Err: fmt.Errorf("holds ranks or pipeline replicas its first and last record batches do not show, so it cannot be read a few replicas at a time: use --stream never")}
+	if err := c.checkSpanRows(fi, t, in.rows, &c.steps[i]); err != nil {
+		return &FileError{Path: in.path, Err: err}
 	}
 	*parts = append(*parts, t)
 	return nil

@@ -20,8 +20,10 @@ import (
 // rows of step are decoded whole (arrowv1.ReadRows); of the others only
 // those columns (arrowv1.ReadShape), which are all that is checked of
 // them. A chunk with a file that is not Arrow, is gzip-compressed or
-// holds the step's rows apart (a file of several ranks), and a chunk cut
-// between steps, is read whole (Chunk), its shape taken from its rows.
+// holds the step's rows apart (a file of several ranks) is read whole
+// (Chunk), its shape taken from its rows. Of a chunk cut between steps
+// (CutSteps) each file's rows of its steps are read the same way, through
+// the file's index (arrowv1.ReadShapeRows, ReadRows).
 func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err error) {
 	if i < 0 || i >= len(c.groups) {
 		return nil, nil, fmt.Errorf("chunk %d of %d", i, len(c.groups))
@@ -33,14 +35,29 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		}
 		return t, shapeOf(t), nil
 	}
-	if c.spans != nil && c.spans[i] != nil {
-		return whole()
+	var spans []*rowsRead // of a cut chunk: each file's rows of its steps
+	if c.spans != nil {
+		spans = c.spans[i]
 	}
-	files := c.groups[i]
-	for _, fi := range files {
+	var files []int
+	for k, fi := range c.groups[i] {
 		if f := c.Files[fi]; f.Format != FormatArrowFile && f.Format != FormatArrowStream || f.Compressed {
 			return whole()
 		}
+		if spans == nil || spans[k] != nil {
+			files = append(files, fi)
+		}
+	}
+	span := func(k int) *rowsRead { // of files[k]
+		if spans == nil {
+			return nil
+		}
+		for j, fi := range c.groups[i] {
+			if fi == files[k] {
+				return spans[j]
+			}
+		}
+		return nil
 	}
 	type result struct {
 		rows *trace.Trace
@@ -50,7 +67,11 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 	// (the order of Chunk's rows for rank files).
 	offs := make([]int, len(files)+1)
 	for k, fi := range files {
-		offs[k+1] = offs[k] + c.Files[fi].Events
+		n := c.Files[fi].Events
+		if sp := span(k); sp != nil {
+			n = int(sp.hi - sp.lo)
+		}
+		offs[k+1] = offs[k] + n
 	}
 	shape = makeShape(c.meta, offs[len(files)])
 	res := make([]result, len(files))
@@ -63,7 +84,7 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		r := &res[k]
 		scratch, _ := shapeScratch.Get().(*trace.Trace)
 		var sh *trace.Trace
-		r.rows, sh, r.err = c.fileStep(fi, step, scratch)
+		r.rows, sh, r.err = c.fileStep(fi, span(k), c.stepsOf(i), step, scratch)
 		switch {
 		case r.err != nil:
 		case r.rows == nil:
@@ -101,12 +122,23 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 	return rows, shape, nil
 }
 
+// stepsOf is the steps [first, last] of cut chunk i; nil for a chunk not
+// cut.
+func (c *Chunks) stepsOf(i int) *[2]int64 {
+	if c.spans == nil || c.spans[i] == nil {
+		return nil
+	}
+	return &c.steps[i]
+}
+
 // fileStep reads file fi for ChunkStep: its rows of step (ReadRows) and
 // its shape (ReadShape, into scratch's columns when they are large
-// enough), checked against what OpenChunks found of it. rows is nil, with
-// no error, when its rows of step are not one run; a file the fast
-// decoder does not take is read whole (shape is then rows).
-func (c *Chunks) fileStep(fi int, step int64, scratch *trace.Trace) (rows, shape *trace.Trace, err error) {
+// enough), checked against what OpenChunks found of it; of a chunk cut
+// between steps (sp, the file's rows of the chunk's steps, in): of those
+// rows only. rows is nil, with no error, when its rows of step are not
+// one run; a file the fast decoder does not take is read whole (shape is
+// then rows).
+func (c *Chunks) fileStep(fi int, sp *rowsRead, in *[2]int64, step int64, scratch *trace.Trace) (rows, shape *trace.Trace, err error) {
 	f, err := os.Open(c.paths[fi])
 	if err != nil {
 		return nil, nil, osReason(err)
@@ -123,6 +155,9 @@ func (c *Chunks) fileStep(fi int, step int64, scratch *trace.Trace) (rows, shape
 			rows, shape, err = nil, nil, fmt.Errorf("corrupt Arrow data: decoder panicked: %v", p)
 		}
 	}()
+	if sp != nil {
+		return c.spanStep(fi, data, sp, in, step, scratch)
+	}
 	sh, ok := arrowv1.ReadShape(data, scratch)
 	if !ok {
 		// What the fast decoder does not take: read it whole (Read says
@@ -165,6 +200,68 @@ func (c *Chunks) fileStep(fi int, step int64, scratch *trace.Trace) (rows, shape
 	}
 	t.SortByRankSeq()
 	return t, sh, nil
+}
+
+// spanStep is fileStep of the rows sp of file fi (its rows of steps in,
+// of a chunk cut between steps), from data, through sp's index.
+func (c *Chunks) spanStep(fi int, data []byte, sp *rowsRead, in *[2]int64, step int64, scratch *trace.Trace) (rows, shape *trace.Trace, err error) {
+	sh, ok := arrowv1.ReadShapeRows(data, sp.ix, sp.lo, sp.hi, scratch)
+	if !ok {
+		// What the fast decoder does not take, or a file changed since
+		// it was indexed: its rows read whole (ReadRows says what is
+		// wrong, if anything).
+		res, _, err := arrowv1.ReadRows(data, sp.ix, sp.lo, sp.hi)
+		if err != nil {
+			return nil, nil, err
+		}
+		t := res.Trace
+		t.SortByRankSeq()
+		return t, t, c.checkSpanRows(fi, t, sp, in)
+	}
+	if err := c.checkSpanRows(fi, sh, sp, in); err != nil {
+		return nil, sh, err
+	}
+	a, b := -1, -1
+	for j, s := range sh.Step {
+		if s == step {
+			if a < 0 {
+				a = j
+			} else if j != b {
+				return nil, sh, nil // apart
+			}
+			b = j + 1
+		}
+	}
+	if a < 0 {
+		return &trace.Trace{}, sh, nil
+	}
+	res, _, err := arrowv1.ReadRows(data, sp.ix, sp.lo+int64(a), sp.lo+int64(b))
+	if err != nil {
+		return nil, sh, err
+	}
+	t := res.Trace
+	if t.Len() != b-a || !slices.Equal(t.Step, sh.Step[a:b]) || !slices.Equal(t.Rank, sh.Rank[a:b]) {
+		return nil, sh, fmt.Errorf("changed while it was read: rows %d to %d of step %d read as other rows", sp.lo+int64(a), sp.lo+int64(b), step)
+	}
+	t.SortByRankSeq()
+	return t, sh, nil
+}
+
+// checkSpanRows checks t, the rows sp of file fi (or their shape) read
+// for a chunk cut between steps in, as Chunk does (checkSpan).
+func (c *Chunks) checkSpanRows(fi int, t *trace.Trace, sp *rowsRead, in *[2]int64) error {
+	if int64(t.Len()) != sp.hi-sp.lo {
+		return fmt.Errorf("changed since it was first read: rows %d to %d asked, %d read", sp.lo, sp.hi, t.Len())
+	}
+	for _, s := range t.Step {
+		if s < in[0] || s > in[1] {
+			return fmt.Errorf("changed since it was first read: rows %d to %d hold step %d, not only steps %d to %d", sp.lo, sp.hi, s, in[0], in[1])
+		}
+	}
+	if !subset(rankInts(t.Ranks()), rankInts(c.Files[fi].Ranks)) || !subset(pipelinesOf(t), c.pipes[fi]) {
+		return fmt.Errorf("holds ranks or pipeline replicas its first and last record batches do not show, so it cannot be read a few replicas at a time: use --stream never")
+	}
+	return nil
 }
 
 // checkFile checks t, file fi's rows (or their shape), against what

@@ -215,45 +215,49 @@ func TestChunkStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range c.NumChunks() {
-		all, err := c.Chunk(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for step := int64(0); step <= 4; step++ {
-			rows, shape, err := c.ChunkStep(i, step)
+	check := func(c *Chunks) {
+		for i := range c.NumChunks() {
+			all, err := c.Chunk(i)
 			if err != nil {
-				t.Fatalf("chunk %d step %d: %v", i, step, err)
+				t.Fatal(err)
 			}
-			want := &trace.Trace{Meta: whole.Trace.Meta}
-			for j := range whole.Trace.Len() {
-				if whole.Trace.Step[j] == step && whole.Trace.Pipeline[j] == all.Pipeline[0] {
-					want.AppendRows(whole.Trace, j, j+1)
+			for step := int64(0); step <= 4; step++ {
+				rows, shape, err := c.ChunkStep(i, step)
+				if err != nil {
+					t.Fatalf("chunk %d step %d: %v", i, step, err)
+				}
+				want := &trace.Trace{Meta: whole.Trace.Meta}
+				for j := range all.Len() {
+					if all.Step[j] == step {
+						want.AppendRows(all, j, j+1)
+					}
+				}
+				rows.Meta = want.Meta
+				if d := trace.Diff(rows, want); d != "" {
+					t.Fatalf("chunk %d step %d: rows differ from Open's: %s", i, step, d)
+				}
+				if !slices.Equal(shape.Rank, all.Rank) || !slices.Equal(shape.Pipeline, all.Pipeline) || !slices.Equal(shape.Stage, all.Stage) ||
+					!slices.Equal(shape.Step, all.Step) || !slices.Equal(shape.Kind, all.Kind) || !slices.Equal(shape.MicroBatch, all.MicroBatch) ||
+					!slices.Equal(shape.Chunk, all.Chunk) {
+					t.Fatalf("chunk %d step %d: shape differs from the chunk's columns", i, step)
 				}
 			}
-			rows.Meta = want.Meta
-			if d := trace.Diff(rows, want); d != "" {
-				t.Fatalf("chunk %d step %d: rows differ from Open's: %s", i, step, d)
-			}
-			if !slices.Equal(shape.Rank, all.Rank) || !slices.Equal(shape.Pipeline, all.Pipeline) || !slices.Equal(shape.Stage, all.Stage) ||
-				!slices.Equal(shape.Step, all.Step) || !slices.Equal(shape.Kind, all.Kind) || !slices.Equal(shape.MicroBatch, all.MicroBatch) ||
-				!slices.Equal(shape.Chunk, all.Chunk) {
-				t.Fatalf("chunk %d step %d: shape differs from the chunk's columns", i, step)
-			}
 		}
 	}
-	// Cut between steps: read whole, its shape from its rows.
-	if c.CutSteps(1, 1, nil) != 2 {
+	check(c)
+	// Chunk's rows are Open's: for each replica, its rows of every step.
+	n := 0
+	for i := range c.NumChunks() {
+		ch, _ := c.Chunk(i)
+		n += ch.Len()
+	}
+	if n != whole.Trace.Len() {
+		t.Fatalf("chunks hold %d rows, Open %d", n, whole.Trace.Len())
+	}
+	// Cut between steps: the same, each file's rows of the chunk's steps
+	// read through its index.
+	if c.CutSteps(1, 1, nil) != 2 || c.NumChunks() <= 2 {
 		t.Fatal("not cut")
 	}
-	for i := range c.NumChunks() {
-		all, err := c.Chunk(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, shape, err := c.ChunkStep(i, 1)
-		if err != nil || rows.Len() != all.Len() || !slices.Equal(shape.Step, all.Step) {
-			t.Fatalf("cut chunk %d: %v, %d rows of %d", i, err, rows.Len(), all.Len())
-		}
-	}
+	check(c)
 }

@@ -425,4 +425,20 @@ func checkShape(t *testing.T, data []byte, read *trace.Trace) {
 	if !reflect.DeepEqual(sh.Meta, read.Meta) {
 		t.Fatalf("ReadShape's metadata %+v, Read's %+v", sh.Meta, read.Meta)
 	}
+	// Some rows, through the index: Read's rows of those columns.
+	n := int64(read.Len())
+	if _, ix, ok := StepRuns(data); ok && n > 0 {
+		lo := n / 3
+		hi := min(n, lo+max(1, n/2))
+		part, ok := ReadShapeRows(data, ix, lo, hi, nil)
+		if !ok || !slices.Equal(part.Step, read.Step[lo:hi]) || !slices.Equal(part.Rank, read.Rank[lo:hi]) ||
+			!slices.Equal(part.Kind, read.Kind[lo:hi]) || !slices.Equal(part.MicroBatch, read.MicroBatch[lo:hi]) ||
+			!slices.Equal(part.Chunk, read.Chunk[lo:hi]) || !slices.Equal(part.Pipeline, read.Pipeline[lo:hi]) ||
+			!slices.Equal(part.Stage, read.Stage[lo:hi]) {
+			t.Fatalf("ReadShapeRows(%d, %d) of %d rows: ok %v, not Read's columns", lo, hi, n, ok)
+		}
+		if _, ok := ReadShapeRows(data, ix, 0, n+1, nil); ok {
+			t.Fatalf("ReadShapeRows(0, %d) of %d rows: ok", n+1, n)
+		}
+	}
 }

@@ -35,6 +35,37 @@ func ReadShape(data []byte, into *trace.Trace) (t *trace.Trace, ok bool) {
 	if err != nil || len(frames) == 0 {
 		return nil, false
 	}
+	return shapeFrames(frames, len(data), into)
+}
+
+// ReadShapeRows is ReadShape of rows [lo, hi) of the input alone (numbered
+// as Read numbers them), framed where ix, StepRuns' index of the input,
+// says: only the record batches holding them are decoded. The trace's
+// columns may share memory with into's.
+func ReadShapeRows(data []byte, ix *Index, lo, hi int64, into *trace.Trace) (t *trace.Trace, ok bool) {
+	if !littleEndian || ix == nil || lo < 0 || lo >= hi || hi > ix.rows() {
+		return nil, false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			t, ok = nil, false
+		}
+	}()
+	frames, from, err := ix.frames(data, lo, hi)
+	if err != nil {
+		return nil, false
+	}
+	if t, ok = shapeFrames(frames, len(data), into); !ok || int64(t.Len()) < hi-from {
+		return nil, false
+	}
+	a, b := int(lo-from), int(hi-from)
+	return &trace.Trace{Meta: t.Meta, Rank: t.Rank[a:b], Pipeline: t.Pipeline[a:b], Stage: t.Stage[a:b], Step: t.Step[a:b],
+		Kind: t.Kind[a:b], MicroBatch: t.MicroBatch[a:b], Chunk: t.Chunk[a:b]}, true
+}
+
+// shapeFrames decodes the shape of frames (a schema, then dictionary and
+// record batches) of an input of size bytes: ReadShape.
+func shapeFrames(frames []frame, size int, into *trace.Trace) (t *trace.Trace, ok bool) {
 	plan, ok := planFor(frames[0])
 	if !ok {
 		return nil, false
@@ -45,7 +76,7 @@ func ReadShape(data []byte, into *trace.Trace) (t *trace.Trace, ok bool) {
 			rows += int(fr.info.rows)
 		}
 	}
-	if int64(rows)*32 > readLimit(len(data)) {
+	if int64(rows)*32 > readLimit(size) {
 		return nil, false
 	}
 	if into != nil && cap(into.Rank) >= rows && cap(into.Pipeline) >= rows && cap(into.Stage) >= rows &&
