@@ -40,24 +40,16 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		spans = c.spans[i]
 	}
 	var files []int
+	var fspans []*rowsRead // of files: nil for a chunk not cut
 	for k, fi := range c.groups[i] {
 		if f := c.Files[fi]; f.Format != FormatArrowFile && f.Format != FormatArrowStream || f.Compressed {
 			return whole()
 		}
-		if spans == nil || spans[k] != nil {
-			files = append(files, fi)
-		}
-	}
-	span := func(k int) *rowsRead { // of files[k]
 		if spans == nil {
-			return nil
+			files, fspans = append(files, fi), append(fspans, nil)
+		} else if spans[k] != nil {
+			files, fspans = append(files, fi), append(fspans, spans[k])
 		}
-		for j, fi := range c.groups[i] {
-			if fi == files[k] {
-				return spans[j]
-			}
-		}
-		return nil
 	}
 	type result struct {
 		rows *trace.Trace
@@ -68,7 +60,7 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 	offs := make([]int, len(files)+1)
 	for k, fi := range files {
 		n := c.Files[fi].Events
-		if sp := span(k); sp != nil {
+		if sp := fspans[k]; sp != nil {
 			n = int(sp.hi - sp.lo)
 		}
 		offs[k+1] = offs[k] + n
@@ -84,7 +76,7 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		r := &res[k]
 		scratch, _ := shapeScratch.Get().(*trace.Trace)
 		var sh *trace.Trace
-		r.rows, sh, r.err = c.fileStep(fi, span(k), c.stepsOf(i), step, scratch)
+		r.rows, sh, r.err = c.fileStep(fi, fspans[k], c.stepsOf(i), step, scratch)
 		switch {
 		case r.err != nil:
 		case r.rows == nil:
