@@ -168,30 +168,39 @@ func (c *Chunks) fileStep(fi int, sp *rowsRead, in *[2]int64, step int64, scratc
 	if err := c.checkFile(fi, sh); err != nil {
 		return nil, sh, err
 	}
-	lo, hi := -1, -1
+	rows, err = stepRun(data, nil, 0, sh, step)
+	return rows, sh, err
+}
+
+// stepRun reads the rows of step of a file (data, its index ix or nil)
+// whose rows from base have the shape sh: one run of rows (ReadRows),
+// checked against sh, in (rank, seq) order; none, an empty trace; nil,
+// with no error, when they are not one run.
+func stepRun(data []byte, ix *arrowv1.Index, base int64, sh *trace.Trace, step int64) (*trace.Trace, error) {
+	a, b := -1, -1
 	for j, s := range sh.Step {
 		if s == step {
-			if lo < 0 {
-				lo = j
-			} else if j != hi {
-				return nil, sh, nil // apart
+			if a < 0 {
+				a = j
+			} else if j != b {
+				return nil, nil // apart
 			}
-			hi = j + 1
+			b = j + 1
 		}
 	}
-	if lo < 0 {
-		return &trace.Trace{}, sh, nil
+	if a < 0 {
+		return &trace.Trace{}, nil
 	}
-	res, _, err := arrowv1.ReadRows(data, nil, int64(lo), int64(hi))
+	res, _, err := arrowv1.ReadRows(data, ix, base+int64(a), base+int64(b))
 	if err != nil {
-		return nil, sh, err
+		return nil, err
 	}
 	t := res.Trace
-	if t.Len() != hi-lo || !slices.Equal(t.Step, sh.Step[lo:hi]) || !slices.Equal(t.Rank, sh.Rank[lo:hi]) {
-		return nil, sh, fmt.Errorf("changed while it was read: rows %d to %d of step %d read as other rows", lo, hi, step)
+	if t.Len() != b-a || !slices.Equal(t.Step, sh.Step[a:b]) || !slices.Equal(t.Rank, sh.Rank[a:b]) {
+		return nil, fmt.Errorf("changed while it was read: rows %d to %d of step %d read as other rows", base+int64(a), base+int64(b), step)
 	}
 	t.SortByRankSeq()
-	return t, sh, nil
+	return t, nil
 }
 
 // spanStep is fileStep of the rows sp of file fi (its rows of steps in,
@@ -213,30 +222,8 @@ func (c *Chunks) spanStep(fi int, data []byte, sp *rowsRead, in *[2]int64, step 
 	if err := c.checkSpanRows(fi, sh, sp, in); err != nil {
 		return nil, sh, err
 	}
-	a, b := -1, -1
-	for j, s := range sh.Step {
-		if s == step {
-			if a < 0 {
-				a = j
-			} else if j != b {
-				return nil, sh, nil // apart
-			}
-			b = j + 1
-		}
-	}
-	if a < 0 {
-		return &trace.Trace{}, sh, nil
-	}
-	res, _, err := arrowv1.ReadRows(data, sp.ix, sp.lo+int64(a), sp.lo+int64(b))
-	if err != nil {
-		return nil, sh, err
-	}
-	t := res.Trace
-	if t.Len() != b-a || !slices.Equal(t.Step, sh.Step[a:b]) || !slices.Equal(t.Rank, sh.Rank[a:b]) {
-		return nil, sh, fmt.Errorf("changed while it was read: rows %d to %d of step %d read as other rows", sp.lo+int64(a), sp.lo+int64(b), step)
-	}
-	t.SortByRankSeq()
-	return t, sh, nil
+	rows, err = stepRun(data, sp.ix, sp.lo, sh, step)
+	return rows, sh, err
 }
 
 // checkSpanRows checks t, the rows sp of file fi (or their shape) read
