@@ -66,6 +66,9 @@ func exportRun(opts *exportOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkFitsWhole(opts.paths, "export reads its input whole; export fewer files at a time (a pipeline replica's rank files)"); err != nil {
+		return err
+	}
 	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return err

@@ -82,6 +82,9 @@ func reportRun(opts *reportOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkFitsWhole(opts.paths, "report reads its input whole; use ppprof analyze (which streams) for the numbers, or report on fewer files (a pipeline replica's rank files)"); err != nil {
+		return err
+	}
 	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return err

@@ -261,6 +261,8 @@ func TestTooLargeToReadWhole(t *testing.T) {
 		{"whatif", tr},
 		{"diff", tr, tr},
 		{"convert", "-o", out, tr},
+		{"export", "--pprof", filepath.Join(t.TempDir(), "p.pb.gz"), tr},
+		{"report", "--html", filepath.Join(t.TempDir(), "r.html"), tr},
 		{"analyze", "--stream", "never", tr},
 		{"hang", "--stream", "never", tr},
 	} {
