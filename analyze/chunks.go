@@ -213,7 +213,8 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 		if whole == nil && opt.Step >= 0 {
 			// One step asked for: the chunk keeps, packs and unpacks the
 			// rows of its windows only (the totals above saw them all).
-			if t2 := stepRows(t, opt.Step, windowRows(ws)); t2 != nil {
+			if windowRows(ws) < t.Len() {
+				t2 := t.StepRows(opt.Step)
 				if r, ok := src.(Recycler); ok {
 					r.Recycle(t)
 				}
@@ -457,32 +458,6 @@ func windowRows(ws []*window) int {
 		n += len(g.rows)
 	}
 	return n
-}
-
-// stepRows returns a new trace of t's n rows of step (in t's order), or
-// nil when those are all of t's rows. A rank's rows of one step are
-// consecutive in a trace in (rank, seq) order: they are copied a run at a
-// time.
-func stepRows(t *trace.Trace, step int64, n int) *trace.Trace {
-	if n == t.Len() {
-		return nil
-	}
-	out := &trace.Trace{Meta: t.Meta}
-	out.Grow(n)
-	steps := t.Step
-	for lo := 0; lo < len(steps); {
-		if steps[lo] != step {
-			lo++
-			continue
-		}
-		hi := lo + 1
-		for hi < len(steps) && steps[hi] == step {
-			hi++
-		}
-		out.AppendRows(t, lo, hi)
-		lo = hi
-	}
-	return out
 }
 
 // rowRun is rows [lo, hi) of a chunk.

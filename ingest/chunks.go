@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -358,15 +359,6 @@ func (c *Chunks) checkSpan(i int, in input, fi int, t *trace.Trace, parts *[]*tr
 	return nil
 }
 
-// rankInts views ranks as int32s (subset's type).
-func rankInts(rs []trace.Rank) []int32 {
-	out := make([]int32, len(rs))
-	for i, r := range rs {
-		out[i] = int32(r)
-	}
-	return out
-}
-
 // place gives each of a chunk's files (inputs, of c.Files[files[k]]) its
 // rows of one trace made for them all, in order, from their row counts as
 // OpenChunks found them, and returns that trace: when there are at least
@@ -484,7 +476,7 @@ func countFile(path string) (int64, bool) {
 }
 
 // subset reports whether every element of a is in b (both increasing).
-func subset(a, b []int32) bool {
+func subset[T cmp.Ordered](a, b []T) bool {
 	for _, x := range a {
 		if _, ok := slices.BinarySearch(b, x); !ok {
 			return false

@@ -237,7 +237,7 @@ func (c *Chunks) checkSpanRows(fi int, t *trace.Trace, sp *rowsRead, in *[2]int6
 			return fmt.Errorf("changed since it was first read: rows %d to %d hold step %d, not only steps %d to %d", sp.lo, sp.hi, s, in[0], in[1])
 		}
 	}
-	if !subset(rankInts(t.Ranks()), rankInts(c.Files[fi].Ranks)) || !subset(pipelinesOf(t), c.pipes[fi]) {
+	if !subset(t.Ranks(), c.Files[fi].Ranks) || !subset(pipelinesOf(t), c.pipes[fi]) {
 		return fmt.Errorf("holds ranks or pipeline replicas its first and last record batches do not show, so it cannot be read a few replicas at a time: use --stream never")
 	}
 	return nil

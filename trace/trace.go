@@ -181,6 +181,33 @@ func (t *Trace) AppendRows(src *Trace, from, to int) {
 	t.GroupSeq = append(t.GroupSeq, src.GroupSeq[from:to]...)
 }
 
+// StepRows returns a new Trace holding t's rows of step, in t's order
+// (metadata copied). A rank's rows of one step are consecutive in a trace
+// in (rank, seq) order: they are copied a run at a time.
+func (t *Trace) StepRows(step int64) *Trace {
+	var runs [][2]int
+	n := 0
+	steps := t.Step
+	for lo := 0; lo < len(steps); {
+		if steps[lo] != step {
+			lo++
+			continue
+		}
+		hi := lo + 1
+		for hi < len(steps) && steps[hi] == step {
+			hi++
+		}
+		runs, n = append(runs, [2]int{lo, hi}), n+hi-lo
+		lo = hi
+	}
+	out := &Trace{Meta: t.Meta}
+	out.Grow(n)
+	for _, r := range runs {
+		out.AppendRows(t, r[0], r[1])
+	}
+	return out
+}
+
 // Slice returns a new Trace holding rows [from, to) of t; the columns share
 // t's backing arrays. Metadata is copied.
 func (t *Trace) Slice(from, to int) *Trace {

@@ -232,3 +232,25 @@ func TestRowBytes(t *testing.T) {
 		t.Errorf("columns take %d bytes a row, RowBytes says %d", n, RowBytes)
 	}
 }
+
+// TestStepRows: the rows of one step, in order, from runs of several
+// ranks; none for a step absent; metadata kept.
+func TestStepRows(t *testing.T) {
+	tr := &Trace{Meta: Meta{Job: "j"}}
+	steps := []int64{0, 0, 1, 1, 2, 0, 1, 1, 2, 1}
+	for i, s := range steps {
+		tr.Append(Event{Rank: Rank(i / 5), Step: s, Seq: int64(i), Kind: F, MicroBatch: NoMicroBatch, Peer: NoRank, GroupSeq: NoGroupSeq})
+	}
+	got := tr.StepRows(1)
+	if got.Meta.Job != "j" || got.Len() != 5 {
+		t.Fatalf("%d rows, job %q: want 5, j", got.Len(), got.Meta.Job)
+	}
+	for k, want := range []int64{2, 3, 6, 7, 9} {
+		if got.Seq[k] != want || got.Step[k] != 1 {
+			t.Errorf("row %d: seq %d step %d, want seq %d step 1", k, got.Seq[k], got.Step[k], want)
+		}
+	}
+	if n := tr.StepRows(7).Len(); n != 0 {
+		t.Errorf("absent step: %d rows", n)
+	}
+}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/report"
-	"github.com/ppprof/ppprof/trace"
 	"github.com/spf13/cobra"
 )
 
@@ -75,7 +74,7 @@ func exportRun(opts *exportOptions) error {
 	}
 	t := res.Trace
 	if step >= 0 {
-		if t = stepRows(t, step); t.Len() == 0 {
+		if t = t.StepRows(step); t.Len() == 0 {
 			return fmt.Errorf("%s: no events in step %d", describePaths(opts.paths), step)
 		}
 	}
@@ -105,22 +104,4 @@ func exportRun(opts *exportOptions) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// stepRows returns the rows of t in step, with t's metadata.
-func stepRows(t *trace.Trace, step int64) *trace.Trace {
-	out := &trace.Trace{Meta: t.Meta}
-	for i := 0; i < t.Len(); {
-		if t.Step[i] != step {
-			i++
-			continue
-		}
-		j := i
-		for j < t.Len() && t.Step[j] == step {
-			j++
-		}
-		out.AppendRows(t, i, j)
-		i = j
-	}
-	return out
 }
