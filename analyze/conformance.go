@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ppprof/ppprof/schedule"
 	"github.com/ppprof/ppprof/trace"
@@ -642,6 +643,7 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 		off   []int // per rank: first label
 	}
 	lscs := make([]labelScratch, len(scs))
+	full := fullWindows(cs.ix.tot, len(cands))
 	window := func(w, wi int) {
 		cw := &cs.wins[wi]
 		t := cw.g.t
@@ -695,8 +697,14 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 					cr.devs = append(cr.devs, pendingDeviation{d: Deviation{Step: cw.g.step, Rank: int(r.rank), Stage: r.stage, Index: index},
 						want: want, got: schedule.Action{Kind: t.Kind[row], MicroBatch: int(t.MicroBatch[row]), Chunk: int(t.Chunk[row]), Peer: -1}})
 				}
+				if full.before(ci, r.rank, wi) {
+					dev = nil // an earlier window kept all of r's deviations: count only
+				}
 				lo, hi := ls.off[k], ls.off[k+1]
 				res := scs[w].compare(r, labs[lo:hi], ls.rows[lo:hi], s, MaxDeviationsPerRank, dev)
+				if dev != nil && res.outOfOrder >= MaxDeviationsPerRank {
+					full.set(ci, r.rank, wi)
+				}
 				cr.devN += res.outOfOrder // one deviation per out-of-order op, the first few kept
 				cr.res.matched += res.matched
 				cr.res.extra += res.extra
@@ -709,6 +717,64 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 	return visit{want: func(wi int) bool { return cs.wins[wi].m != 0 }, window: window, finish: func() {
 		cs.best = cs.rank(out, cands, per, compared)
 	}}
+}
+
+// fullWindowSet records, per candidate and rank, the first window (index
+// into conformanceState.wins) whose comparison alone kept
+// MaxDeviationsPerRank deviations of the rank. rank keeps a rank's first
+// MaxDeviationsPerRank deviations in window order, so a later window's
+// would never be kept: identifyVisit only counts them. Without it, a
+// fleet job keeps a list for every window, rank and candidate it does not
+// run (most ranks deviate from those in every window): 24 M deviations,
+// a gigabyte, for the 302M-event trace, to report 8 per rank. Windows
+// are compared in parallel; the record is the least window that filled a
+// rank, whatever the order they finish in.
+type fullWindowSet [][]atomic.Int32 // [candidate][rank]: window + 1; 0 none
+
+// fullWindowsMaxRank bounds the ranks a fullWindowSet has room for (4 bytes
+// per rank and candidate); a trace of larger rank numbers keeps every
+// window's deviations, as before.
+const fullWindowsMaxRank = 1 << 20
+
+// fullWindows has room for the ranks of tot, for cands candidates
+// (none, and nothing recorded, past fullWindowsMaxRank).
+func fullWindows(tot *scanTotals, cands int) fullWindowSet {
+	top := trace.Rank(-1)
+	for r := range tot.ranks {
+		top = max(top, r)
+	}
+	if top < 0 || top >= fullWindowsMaxRank {
+		return nil
+	}
+	f := make(fullWindowSet, cands)
+	for ci := range f {
+		f[ci] = make([]atomic.Int32, top+1)
+	}
+	return f
+}
+
+// before reports whether a window before wi kept all of rank r's
+// deviations from candidate ci.
+func (f fullWindowSet) before(ci int, r trace.Rank, wi int) bool {
+	if f == nil || int(r) >= len(f[ci]) || r < 0 {
+		return false
+	}
+	w := f[ci][r].Load()
+	return w != 0 && int(w-1) < wi
+}
+
+// set records that window wi kept all of rank r's deviations from ci.
+func (f fullWindowSet) set(ci int, r trace.Rank, wi int) {
+	if f == nil || int(r) >= len(f[ci]) || r < 0 {
+		return
+	}
+	a := &f[ci][r]
+	for {
+		old := a.Load()
+		if old != 0 && int(old-1) <= wi || a.CompareAndSwap(old, int32(wi+1)) {
+			return
+		}
+	}
 }
 
 // candWindow is one window's comparison with one candidate.

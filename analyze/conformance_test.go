@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -490,6 +491,65 @@ func TestConformanceCaps(t *testing.T) {
 	}
 	if d := c.Deviations[0]; d != (Deviation{Step: 0, Rank: 0, Stage: 0, Index: 0, Want: "F0", Got: "F1"}) {
 		t.Errorf("first deviation %+v", d)
+	}
+}
+
+// TestConformanceCapsAcrossWindows: a rank's listed deviations are its
+// first MaxDeviationsPerRank in step order, whichever windows fill the
+// cap and in whatever order the windows are compared: step 0 lists 3,
+// step 1 the first 5 of its 10; steps 2 (10 more, a window that alone
+// fills the cap) and 3 are only counted.
+func TestConformanceCapsAcrossWindows(t *testing.T) {
+	swaps := []int{3, 10, 10, 1}
+	tr := simTrace(t, sim.Config{Schedule: "gpipe", Stages: 1, MicroBatches: 40, Steps: len(swaps)})
+	var want []Deviation
+	total := 0
+	for step, n := range swaps {
+		for k := 0; k < n; k++ {
+			swapCompute(t, tr, 0, int64(step), 2*k, 2*k+1)
+			if len(want) < MaxDeviationsPerRank {
+				want = append(want, Deviation{Step: int64(step), Rank: 0, Stage: 0, Index: 2 * k,
+					Want: fmt.Sprintf("F%d", 2*k), Got: fmt.Sprintf("F%d", 2*k+1)})
+			}
+		}
+		total += n
+	}
+	for _, procs := range []int{1, 4} {
+		t.Run(fmt.Sprint(procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			c := conformanceOf(t, tr).Schedule
+			if c.Identified != "gpipe" || c.DeviationCount != total {
+				t.Fatalf("identified %q with %d deviations, want gpipe with %d", c.Identified, c.DeviationCount, total)
+			}
+			if !slices.Equal(c.Deviations, want) {
+				t.Errorf("deviations\n%+v\nwant\n%+v", c.Deviations, want)
+			}
+		})
+	}
+}
+
+// TestFullWindowSet: a rank is full from the least window recorded, in
+// whatever order windows record it; other ranks and candidates are not.
+func TestFullWindowSet(t *testing.T) {
+	tot := &scanTotals{ranks: map[trace.Rank]bool{0: true, 3: true}}
+	f := fullWindows(tot, 2)
+	f.set(0, 3, 5)
+	f.set(0, 3, 7) // later: no change
+	for wi, want := range []bool{false, false, false, false, false, false, true, true} {
+		if got := f.before(0, 3, wi); got != want {
+			t.Errorf("after windows 5 and 7: before(window %d) = %v, want %v", wi, got, want)
+		}
+	}
+	f.set(0, 3, 2) // earlier: now full from 2
+	if !f.before(0, 3, 3) || f.before(0, 3, 2) {
+		t.Error("after window 2: want full from window 3 on")
+	}
+	if f.before(1, 3, 9) || f.before(0, 0, 9) || f.before(0, 99, 9) || f.before(0, -1, 9) {
+		t.Error("full for another candidate or rank")
+	}
+	f.set(0, 99, 1) // a rank it has no room for: ignored
+	if huge := fullWindows(&scanTotals{ranks: map[trace.Rank]bool{fullWindowsMaxRank: true}}, 1); huge != nil {
+		t.Error("room made for a rank past fullWindowsMaxRank")
 	}
 }
 

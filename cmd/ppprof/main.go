@@ -2,9 +2,41 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"runtime/pprof"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	stop, err := profileFromEnv(os.Getenv("PPPROF_CPUPROFILE"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ppprof:", err)
+		os.Exit(exitError)
+	}
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// profileFromEnv starts a CPU profile written to path (PPPROF_CPUPROFILE:
+// for developers measuring ppprof itself, docs/performance.md) and
+// returns what stops it. An empty path profiles nothing.
+func profileFromEnv(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("PPPROF_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("PPPROF_CPUPROFILE %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "ppprof: PPPROF_CPUPROFILE:", err)
+		}
+	}, nil
 }
