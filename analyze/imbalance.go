@@ -265,10 +265,10 @@ func replayVisit(ix *index, passes ...replayPass) visit {
 		reuse := make([]*replay, workers(len(ix.windows)))
 		v.want = ix.isReplayable
 		v.window = func(w, k int) {
-			r, err := newReplayIn(reuse[w], ix.windows[k].t, ix.windows[k], ix.p)
-			if r != nil {
-				reuse[w] = r
+			if reuse[w] == nil {
+				reuse[w] = &replay{} // reused even after a window that cannot be replayed
 			}
+			r, err := newReplayIn(reuse[w], ix.windows[k].t, ix.windows[k], ix.p)
 			for _, f := range each {
 				f(w, k, r, err)
 			}

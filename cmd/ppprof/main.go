@@ -15,6 +15,11 @@ func main() {
 	}
 	code := run(os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	if path := os.Getenv("PPPROF_MEMPROFILE"); path != "" {
+		if err := writeHeapProfile(path); err != nil {
+			fmt.Fprintln(os.Stderr, "ppprof: PPPROF_MEMPROFILE:", err)
+		}
+	}
 	os.Exit(code)
 }
 
@@ -39,4 +44,19 @@ func profileFromEnv(path string) (stop func(), err error) {
 			fmt.Fprintln(os.Stderr, "ppprof: PPPROF_CPUPROFILE:", err)
 		}
 	}, nil
+}
+
+// writeHeapProfile writes the heap profile (PPPROF_MEMPROFILE: the
+// allocations sampled over the whole run, and what is still in use at its
+// end) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
