@@ -62,6 +62,16 @@ for b in BeginEnd IssueComplete; do
   ns=$(echo "$c" | awk -v b="Benchmark$b" '$1 ~ "^"b"(-[0-9]+)?$" {for(i=1;i<=NF;i++) if($(i+1)=="ns/op") print $i}' | median)
   [ -n "$ns" ] && printf '| %-44s | %-30s | %s |\n' "collector $b" "$ns ns/event" "go test -bench $b ./collector/"
 done
+# The floor under any decoder of these LZ4 files: decompressing their
+# buffers alone, into a reused scratch buffer, nothing kept (1 core).
+d=$(PPPROF_BENCH_DIR="$BENCH_DIR" go test -run XXX -bench 'DecompressOnly' -cpu 1 -benchtime 1x -count "$RUNS" ./trace/arrowv1/ 2>/dev/null | grep '^BenchmarkDecompressOnly' || true)
+for sub in all times; do
+  eps=$(echo "$d" | awk -v b="BenchmarkDecompressOnly/$sub" '$1 == b {for(i=1;i<=NF;i++) if($(i+1)=="events/s") print $i}' | median)
+  what="every buffer"
+  [ "$sub" = times ] && what="issue, start, end columns only"
+  [ -n "$eps" ] && printf '| %-44s | %-30s | %s |\n' "LZ4 decompression alone ($what), 1 core" \
+    "$(awk -v x="$eps" 'BEGIN{printf "%.1fM events/s", x/1e6}')" "into one reused buffer, nothing kept: the most any decoder of these files can do; go test -bench DecompressOnly -cpu 1 ./trace/arrowv1/"
+done
 m=$(go test -run XXX -bench 'Match4096$' -cpu 1 -count "$RUNS" ./analyze/hang/ 2>/dev/null | grep '^BenchmarkMatch4096' || true)
 if [ -n "$m" ]; then
   ops=$(echo "$m" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="p2p-ops/cpu-s") print $i}' | median)
