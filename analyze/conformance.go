@@ -734,7 +734,7 @@ type fullWindowSet [][]atomic.Int32 // [candidate][rank]: window + 1; 0 none
 // fullWindowsMaxRank bounds the ranks a fullWindowSet has room for (4 bytes
 // per rank and candidate); a trace of larger rank numbers keeps every
 // window's deviations, as before.
-const fullWindowsMaxRank = 1 << 20
+var fullWindowsMaxRank trace.Rank = 1 << 20 // a variable for the tests
 
 // fullWindows has room for the ranks of tot, for cands candidates
 // (none, and nothing recorded, past fullWindowsMaxRank).

@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"fmt"
+	"math/rand"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -525,6 +527,38 @@ func TestConformanceCapsAcrossWindows(t *testing.T) {
 				t.Errorf("deviations\n%+v\nwant\n%+v", c.Deviations, want)
 			}
 		})
+	}
+}
+
+// TestConformanceCapsMatchUncapped: skipping the deviations of windows
+// after one that filled a rank's cap changes nothing: on a trace of many
+// windows (DP 3 x 6 steps) whose ranks deviate in several of them, some
+// filling the cap, the conformance is the one computed keeping every
+// window's deviations (fullWindows disabled), serially and in parallel.
+func TestConformanceCapsMatchUncapped(t *testing.T) {
+	tr := simTrace(t, sim.Config{Schedule: "gpipe", Stages: 2, DP: 3, MicroBatches: 40, Steps: 6, Jitter: 0.1, Seed: 5})
+	rng := rand.New(rand.NewSource(1))
+	for r := trace.Rank(0); r < 6; r++ {
+		for step := int64(0); step < 6; step++ {
+			for k := range rng.Intn(12) {
+				swapCompute(t, tr, r, step, 2*k, 2*k+1)
+			}
+		}
+	}
+	defer func(m trace.Rank) { fullWindowsMaxRank = m }(fullWindowsMaxRank)
+	fullWindowsMaxRank = -1
+	want := conformanceOf(t, tr).Schedule
+	if want.DeviationCount <= 6*MaxDeviationsPerRank || len(want.Deviations) != 6*MaxDeviationsPerRank {
+		t.Fatalf("the trace does not fill the caps: %d deviations, %d listed", want.DeviationCount, len(want.Deviations))
+	}
+	fullWindowsMaxRank = 1 << 20
+	for _, procs := range []int{1, 2, 4} {
+		func() {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			if got := conformanceOf(t, tr).Schedule; !reflect.DeepEqual(got, want) {
+				t.Errorf("GOMAXPROCS %d: conformance\n%+v\nwant\n%+v", procs, got, want)
+			}
+		}()
 	}
 }
 
