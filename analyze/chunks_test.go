@@ -73,23 +73,44 @@ func (pc *pipelineChunks) Recycle(t *trace.Trace) {
 // stepChunks is pipelineChunks read a step at a time (StepChunks): rows,
 // the chunk's rows of that step and of the step after it (which RunChunks
 // must leave out); shape, every row with only the shape's columns, the
-// others nil (a pass reading one would panic).
-type stepChunks struct{ *pipelineChunks }
+// others nil (a pass reading one would panic), in three parts cut
+// anywhere (inside a rank's rows too). The previous call's parts are
+// overwritten with junk, as a source reusing their memory may.
+type stepChunks struct {
+	*pipelineChunks
+	last *[]*trace.Trace
+}
 
-func (sc stepChunks) ChunkStep(c int, step int64) (rows, shape *trace.Trace, err error) {
+func (sc stepChunks) ChunkStep(c int, step int64) (rows *trace.Trace, shape []*trace.Trace, err error) {
+	if sc.last != nil {
+		for _, p := range *sc.last {
+			for i := range p.Len() {
+				p.Rank[i], p.Stage[i], p.Step[i], p.Kind[i], p.MicroBatch[i], p.Chunk[i] = 99, 99, 99, trace.F, 99, 99
+			}
+		}
+	}
 	t, err := sc.Chunk(c)
 	if err != nil {
 		return nil, nil, err
 	}
 	rows = &trace.Trace{Meta: t.Meta}
-	shape = &trace.Trace{Meta: t.Meta}
+	cuts := []int{0, t.Len() / 3, t.Len()/3 + t.Len()/5, t.Len()}
+	for k := range 3 {
+		part := &trace.Trace{Meta: t.Meta}
+		for i := cuts[k]; i < cuts[k+1]; i++ {
+			part.Rank, part.Pipeline, part.Stage = append(part.Rank, t.Rank[i]), append(part.Pipeline, t.Pipeline[i]), append(part.Stage, t.Stage[i])
+			part.Step, part.Kind = append(part.Step, t.Step[i]), append(part.Kind, t.Kind[i])
+			part.MicroBatch, part.Chunk = append(part.MicroBatch, t.MicroBatch[i]), append(part.Chunk, t.Chunk[i])
+		}
+		shape = append(shape, part)
+	}
 	for i := range t.Len() {
 		if s := t.Step[i]; s == step || s == step+1 {
 			rows.AppendRows(t, i, i+1)
 		}
-		shape.Rank, shape.Pipeline, shape.Stage = append(shape.Rank, t.Rank[i]), append(shape.Pipeline, t.Pipeline[i]), append(shape.Stage, t.Stage[i])
-		shape.Step, shape.Kind = append(shape.Step, t.Step[i]), append(shape.Kind, t.Kind[i])
-		shape.MicroBatch, shape.Chunk = append(shape.MicroBatch, t.MicroBatch[i]), append(shape.Chunk, t.Chunk[i])
+	}
+	if sc.last != nil {
+		*sc.last = shape
 	}
 	return rows, shape, nil
 }
@@ -223,7 +244,7 @@ func TestRunChunksIsRun(t *testing.T) {
 		}{{0, 0, false}, {tr.Len() / 2, 0, false}, {0, 1 << 40, false}, {0, 0, true}, {tr.Len() / 2, 0, true}, {0, 1 << 40, true}} {
 			var pc Chunks = splitPipelines(tr, splits["one per chunk"])
 			if cfg.step {
-				pc = stepChunks{pc.(*pipelineChunks)}
+				pc = stepChunks{pc.(*pipelineChunks), new([]*trace.Trace)}
 			}
 			got1, err2 := RunChunks(pc, Options{Step: 1, KeepRows: cfg.keep, PackBytes: int64(cfg.pack)})
 			if (err1 == nil) != (err2 == nil) {

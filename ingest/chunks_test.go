@@ -191,6 +191,23 @@ func TestCountRows(t *testing.T) {
 	if _, _, err := CountRows([]string{filepath.Join(dir, "nope")}); err == nil {
 		t.Error("missing path: no error")
 	}
+	// A rank file cut short (a killed job's): counted, on every core as
+	// the others, no more than it held.
+	files, err := filepath.Glob(filepath.Join(dir, "*.arrows"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("rank files: %v, %v", files, err)
+	}
+	st, err := os.Stat(files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(files[1], st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	n, _, err = CountRows([]string{dir})
+	if err != nil || n <= 0 || n >= int64(tr.Len()) {
+		t.Errorf("a file cut in half: %d rows, %v; want fewer than %d", n, err, tr.Len())
+	}
 }
 
 // TestOpenChunksHead: OpenChunks decodes a rank file's first and last

@@ -132,7 +132,7 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 		// decoder copies what it keeps); a file truncated meanwhile
 		// faults, which readArrow recovers as an error. (A pipe cannot be
 		// read again from its start: it takes the path below.)
-		data, release, err := arrowv1.MapFile(f)
+		data, release, err := mapFor(opt)(f)
 		if err != nil {
 			return nil, &FileError{Path: path, Err: osReason(err)}
 		}
@@ -147,6 +147,21 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 	return readData(path, append(prefix[:len(prefix):len(prefix)], rest...), opt)
 }
 
+// mapFor is how a read with opt gets an Arrow file's bytes: mapped
+// whatever its size (arrowv1.MapFileSparse) when it touches little of
+// the file (the indexed messages of a cut chunk; a head, which decodes
+// two record batches and frames the rest from their headers), so the
+// rest is never copied; else arrowv1.MapFile (small files read into a
+// recycled buffer, which a whole decode reads faster). Reading heads and
+// counting rows of the 302M-event fleet trace spent 4.5 s of CPU in
+// read(2) copying whole 2.2 MB files (docs/performance.md).
+func mapFor(opt readOpts) func(*os.File) ([]byte, func(), error) {
+	if opt.rows != nil && opt.rows.ix != nil || opt.head {
+		return arrowv1.MapFileSparse
+	}
+	return arrowv1.MapFile
+}
+
 // readArrowFile reads f, a file not sniffed yet, when it is an Arrow file
 // or stream in a regular file (the rank files of a job read again,
 // Chunks.Chunk): its contents are read or mapped once (arrowv1.MapFile)
@@ -157,11 +172,7 @@ func readArrowFile(path string, f *os.File, opt readOpts) (p *part, ok bool, err
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return nil, false, nil
 	}
-	mapf := arrowv1.MapFile
-	if opt.rows != nil && opt.rows.ix != nil {
-		mapf = arrowv1.MapFileSparse // only the indexed messages read are touched
-	}
-	data, release, err := mapf(f)
+	data, release, err := mapFor(opt)(f)
 	if err != nil {
 		return nil, true, &FileError{Path: path, Err: osReason(err)}
 	}

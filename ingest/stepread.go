@@ -15,8 +15,9 @@ import (
 // ChunkStep is Chunk for an analysis of one step (analyze.StepChunks):
 // rows holds every row of chunk i of that step (and maybe others), in
 // (rank, seq) order, as Chunk gives them; shape holds every row of the
-// chunk with only arrowv1.ShapeColumns, the others empty: what the shape
-// of the job needs. Of an Arrow file only the record batches holding
+// chunk with only arrowv1.ShapeColumns, the others empty, in parts (one
+// per file, in file order): what the shape of the job needs. The parts
+// are valid until the next ChunkStep, which reuses their memory. Of an Arrow file only the record batches holding
 // rows of step are decoded whole (arrowv1.ReadRows); of the others only
 // those columns (arrowv1.ReadShape), which are all that is checked of
 // them. A chunk with a file that is not Arrow, is gzip-compressed or
@@ -24,16 +25,25 @@ import (
 // (Chunk), its shape taken from its rows. Of a chunk cut between steps
 // (CutSteps) each file's rows of its steps are read the same way, through
 // the file's index (arrowv1.ReadShapeRows, ReadRows).
-func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err error) {
+func (c *Chunks) ChunkStep(i int, step int64) (rows *trace.Trace, shape []*trace.Trace, err error) {
 	if i < 0 || i >= len(c.groups) {
 		return nil, nil, fmt.Errorf("chunk %d of %d", i, len(c.groups))
 	}
-	whole := func() (*trace.Trace, *trace.Trace, error) {
+	// The previous call's parts are the caller's no longer.
+	for _, sh := range c.shapes {
+		shapeScratch.Put(sh)
+	}
+	c.shapes = c.shapes[:0]
+	whole := func() (*trace.Trace, []*trace.Trace, error) {
+		for _, sh := range c.shapes {
+			shapeScratch.Put(sh)
+		}
+		c.shapes = c.shapes[:0]
 		t, err := c.Chunk(i)
 		if err != nil {
 			return nil, nil, err
 		}
-		return t, shapeOf(t), nil
+		return t, []*trace.Trace{shapeOf(t)}, nil
 	}
 	var spans []*rowsRead // of a cut chunk: each file's rows of its steps
 	if c.spans != nil {
@@ -52,20 +62,11 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		}
 	}
 	type result struct {
-		rows *trace.Trace
-		err  error
+		rows, shape *trace.Trace
+		err         error
 	}
-	// Each file's shape goes to its rows of the chunk's, in file order
-	// (the order of Chunk's rows for rank files).
-	offs := make([]int, len(files)+1)
-	for k, fi := range files {
-		n := c.Files[fi].Events
-		if sp := fspans[k]; sp != nil {
-			n = int(sp.hi - sp.lo)
-		}
-		offs[k+1] = offs[k] + n
-	}
-	shape = makeShape(c.meta, offs[len(files)])
+	// Each file's shape is a part of the chunk's, in file order (the
+	// order of Chunk's rows for rank files), read into recycled columns.
 	res := make([]result, len(files))
 	var apart atomic.Bool // a file's rows of step are not one run
 	eachParallel(len(files), func(k int) {
@@ -75,19 +76,18 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		fi := files[k]
 		r := &res[k]
 		scratch, _ := shapeScratch.Get().(*trace.Trace)
-		var sh *trace.Trace
-		r.rows, sh, r.err = c.fileStep(fi, fspans[k], c.stepsOf(i), step, scratch)
-		switch {
-		case r.err != nil:
-		case r.rows == nil:
-			apart.Store(true)
-		default:
-			copyShape(shape, offs[k], sh) // checkFile checked its length
-		}
-		if sh != nil && sh != r.rows {
-			shapeScratch.Put(sh)
+		r.rows, r.shape, r.err = c.fileStep(fi, fspans[k], c.stepsOf(i), step, scratch)
+		if r.shape == r.rows && r.shape != nil {
+			// A file read whole: its rows are merged below, which
+			// takes their columns; the shape keeps a copy.
+			r.shape = shapeOf(r.shape)
 		}
 	})
+	for _, r := range res {
+		if r.shape != nil {
+			c.shapes = append(c.shapes, r.shape)
+		}
+	}
 	if apart.Load() {
 		return whole()
 	}
@@ -111,7 +111,7 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows, shape *trace.Trace, err err
 		}
 	}
 	rows.Meta = c.meta
-	return rows, shape, nil
+	return rows, slices.Clone(c.shapes), nil
 }
 
 // stepsOf is the steps [first, last] of cut chunk i; nil for a chunk not

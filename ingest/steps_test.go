@@ -222,9 +222,15 @@ func TestChunkStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			for step := int64(0); step <= 4; step++ {
-				rows, shape, err := c.ChunkStep(i, step)
+				rows, parts, err := c.ChunkStep(i, step)
 				if err != nil {
 					t.Fatalf("chunk %d step %d: %v", i, step, err)
+				}
+				shape := &trace.Trace{}
+				for _, p := range parts {
+					shape.Rank, shape.Pipeline, shape.Stage = append(shape.Rank, p.Rank...), append(shape.Pipeline, p.Pipeline...), append(shape.Stage, p.Stage...)
+					shape.Step, shape.Kind = append(shape.Step, p.Step...), append(shape.Kind, p.Kind...)
+					shape.MicroBatch, shape.Chunk = append(shape.MicroBatch, p.MicroBatch...), append(shape.Chunk, p.Chunk...)
 				}
 				want := &trace.Trace{Meta: whole.Trace.Meta}
 				for j := range all.Len() {
