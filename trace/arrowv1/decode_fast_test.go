@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -193,6 +194,84 @@ func TestReadRowsFramesOnlyItsSpan(t *testing.T) {
 		other := encode(t, w, tr.Slice(0, 35), Options{Compression: LZ4, BatchRows: 5})
 		if _, _, err := ReadRows(other, &Index{size: len(other), schema: ix.schema, msgs: ix.msgs}, 10, 20); err == nil {
 			t.Errorf("%s: ReadRows of other batches through an index: no error", w.name)
+		}
+	}
+}
+
+// TestLightFraming: Rows, ReadHead and ReadShape frame the input without
+// reading the bodies of the record batches they do not decode (a mapped
+// file's pages stay untouched): a corrupt compressed-length prefix in a
+// middle batch's token column fails Read but not them, and they return
+// what they return for the intact input. One in a batch they decode fails
+// them, ReadHead with Read's error.
+func TestLightFraming(t *testing.T) {
+	tr := randomTrace(newRand(4), 40, testKinds)
+	for _, w := range writers {
+		data := encode(t, w, tr, Options{Compression: LZ4, BatchRows: 10})
+		frames, err := framesOf(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, ok := planFor(frames[0])
+		if !ok {
+			t.Fatalf("%s: no plan for what ppprof wrote", w.name)
+		}
+		var batches []frame
+		for _, fr := range frames {
+			if fr.info.header == headerRecordBatch {
+				batches = append(batches, fr)
+			}
+		}
+		if len(batches) < 3 {
+			t.Fatalf("%s: %d record batches, want 3 or more", w.name, len(batches))
+		}
+		// corrupt sets the uncompressed length of column c's data buffer
+		// in batch b to -5.
+		corrupt := func(b, c int) []byte {
+			fr := batches[b]
+			buf := fr.info.buffers[plan.fields[plan.col[c]].buf+1]
+			if buf[1] < 8 || !fr.info.compressed {
+				t.Fatalf("%s: batch %d, column %s: buffer of %d bytes", w.name, b, trace.Columns[c], buf[1])
+			}
+			bad := append([]byte(nil), data...)
+			binary.LittleEndian.PutUint64(bad[fr.end-len(fr.body)+int(buf[0]):], ^uint64(4))
+			if _, err := Read(bad); err == nil {
+				t.Fatalf("%s: Read with batch %d's %s corrupt: no error", w.name, b, trace.Columns[c])
+			}
+			return bad
+		}
+		wantHead, wantRows, err := ReadHead(data)
+		if err != nil || wantRows != 40 {
+			t.Fatalf("%s: ReadHead: %d rows, %v", w.name, wantRows, err)
+		}
+		wantShape, ok := ReadShape(data, nil)
+		if !ok {
+			t.Fatalf("%s: ReadShape refused what ppprof wrote", w.name)
+		}
+
+		bad := corrupt(1, trace.ColTokens)
+		if n, err := Rows(bad); err != nil || n != 40 {
+			t.Errorf("%s, a middle batch corrupt: Rows %d, %v; want 40", w.name, n, err)
+		}
+		head, rows, err := ReadHead(bad)
+		if err != nil || rows != 40 || head.Batches != wantHead.Batches {
+			t.Fatalf("%s, a middle batch corrupt: ReadHead: %v, %d rows", w.name, err, rows)
+		}
+		if d := trace.Diff(wantHead.Trace, head.Trace); d != "" {
+			t.Errorf("%s, a middle batch corrupt: ReadHead's rows differ: %s", w.name, d)
+		}
+		if sh, ok := ReadShape(bad, nil); !ok || !slices.Equal(sh.Step, wantShape.Step) || !slices.Equal(sh.Kind, wantShape.Kind) {
+			t.Errorf("%s, a middle batch's tokens corrupt: ReadShape ok %v, or other columns", w.name, ok)
+		}
+		// A shape column: ReadShape decodes it.
+		if _, ok := ReadShape(corrupt(1, trace.ColStep), nil); ok {
+			t.Errorf("%s, a middle batch's steps corrupt: ReadShape ok", w.name)
+		}
+		// The first batch, which ReadHead decodes: Read's error.
+		bad = corrupt(0, trace.ColTokens)
+		_, rerr := Read(bad)
+		if _, _, err := ReadHead(bad); err == nil || err.Error() != rerr.Error() {
+			t.Errorf("%s, the first batch corrupt: ReadHead error %v, want Read's %v", w.name, err, rerr)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // IPC framing: each message is an optional continuation marker 0xFFFFFFFF,
@@ -58,7 +59,17 @@ func readFrame(data []byte, pos int, style framing) (fr frame, status frameStatu
 // after the batch that reaches row hi. at counts the rows framed so far.
 type rowSpan struct {
 	lo, hi, at int64
+	// headers: of the bodies checked, check only that their buffers lie
+	// inside them (checkRanges), not the compressed buffers' length
+	// prefixes, which a decoder checks (lightSpan).
+	headers bool
 }
+
+// lightSpan frames every message, checking of their bodies only the
+// buffers' ranges: for readers that decode few of the record batches and
+// check the buffers they decompress (ReadShape, ReadHead, Rows), so that
+// the bodies of a mapped file are not read.
+func lightSpan() *rowSpan { return &rowSpan{hi: math.MaxInt64, headers: true} }
 
 // checks reports whether the body of a message with header info must be
 // checked: every message but a record batch wholly before lo.
@@ -115,7 +126,11 @@ func readFrameIn(data []byte, pos int, style framing, span *rowSpan) (fr frame, 
 	if !span.checks(&fr.info) {
 		return fr, frameOK, fr.end, nil
 	}
-	if err := fr.info.checkBody(fr.body); err != nil {
+	check := fr.info.checkBody
+	if span != nil && span.headers {
+		check = fr.info.checkRanges
+	}
+	if err := check(fr.body); err != nil {
 		return fr, 0, fr.end, fmt.Errorf("bad %s: %w", headerName(fr.info.header), err)
 	}
 	return fr, frameOK, fr.end, nil
@@ -146,11 +161,27 @@ func scanStreamIn(data []byte, start int, span *rowSpan) (streamScan, error) {
 	s := streamScan{used: start}
 	style := framingUnknown
 	pos := start
+	// Where a run of zero bytes ending the input starts (len(data): none).
+	// A lightSpan checks in full the bodies of messages reaching into it:
+	// one that fails there ends the input, as zeroTail decides when every
+	// body is checked.
+	zeros := -1
+	if span != nil && span.headers {
+		zeros = len(data)
+		for zeros > start && data[zeros-1] == 0 {
+			zeros--
+		}
+	}
 	for {
 		if span != nil && span.at >= span.hi {
 			return s, nil
 		}
 		fr, status, end, err := readFrameIn(data, pos, style, span)
+		if err == nil && status == frameOK && zeros >= 0 && zeros < len(data) && zeros < end {
+			if cerr := fr.info.checkBody(fr.body); cerr != nil {
+				err = fmt.Errorf("bad %s: %w", headerName(fr.info.header), cerr)
+			}
+		}
 		if err != nil {
 			if zeroTail(data, pos, end) {
 				return s, nil

@@ -86,8 +86,12 @@ func checkRead(t *testing.T, data []byte) {
 		if res != nil {
 			t.Fatalf("error %v with a result", err)
 		}
-		// What Read refuses, the partial readers must not panic on.
+		// What Read refuses, the partial readers must not panic on (nor
+		// ReadHead give a result with an error).
 		ReadShape(data, nil) // must not panic
+		if h, _, err := ReadHead(data); (h == nil) == (err == nil) {
+			t.Fatalf("ReadHead: result %v with error %v", h != nil, err)
+		}
 		xs := []*Index{nil}
 		if _, ix, ok := StepRuns(data); ok {
 			xs = append(xs, ix)

@@ -85,6 +85,12 @@ func readWith(data []byte, mem memory.Allocator, fast bool) (*Result, error) {
 // (their message headers checked) but not decoded: one that would fail to
 // decode or validate is not found here.
 func ReadHead(data []byte) (res *Result, rows int64, err error) {
+	// The other batches' bodies are not read (lightSpan): of a mapped
+	// file, only their headers' pages are touched. What fails so is read
+	// again the way Read frames, for Read's error.
+	if res, rows, err = readFramesLight(data, memory.DefaultAllocator, true, true, nil, nil, true); err == nil {
+		return res, rows, nil
+	}
 	return readFramesWith(data, memory.DefaultAllocator, true, true)
 }
 
@@ -120,6 +126,13 @@ func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result
 // nil) when the input holds that many rows (ReadInto), or only rows
 // [span.lo, span.hi) when span is not nil (ReadRows).
 func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *rowRange, span *spanRead) (*Result, int64, error) {
+	return readFramesLight(data, mem, fast, head, into, span, false)
+}
+
+// readFramesLight is readFramesInto; with light (and no span), it frames
+// the input without reading the bodies (lightSpan), and checks in full
+// only the bodies of the messages it decodes.
+func readFramesLight(data []byte, mem memory.Allocator, fast, head bool, into *rowRange, span *spanRead, light bool) (*Result, int64, error) {
 	res := &Result{BytesTotal: int64(len(data)), Format: Sniff(data)}
 	if cutBeforeSchema(data) {
 		return nil, 0, ErrNoSchema
@@ -128,8 +141,11 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 	// A read of some rows frames the input up to them (rowSpan); fileSpan
 	// and streamSpan are fresh for each try.
 	var fileSpan, streamSpan *rowSpan
-	if span != nil {
+	switch {
+	case span != nil:
 		fileSpan, streamSpan = &rowSpan{lo: span.lo, hi: span.hi}, &rowSpan{lo: span.lo, hi: span.hi}
+	case light:
+		fileSpan, streamSpan = lightSpan(), lightSpan()
 	}
 	switch {
 	case span != nil && span.ix != nil:
@@ -212,6 +228,13 @@ func readFramesInto(data []byte, mem memory.Allocator, fast, head bool, into *ro
 			keep = append(keep, fr)
 		}
 		frames = keep
+	}
+	if light && span == nil {
+		for _, fr := range frames {
+			if err := fr.info.checkBody(fr.body); err != nil {
+				return nil, 0, fmt.Errorf("bad %s: %w", headerName(fr.info.header), err)
+			}
+		}
 	}
 	// The fast decoder takes what ppprof writes; what it does not take,
 	// and every error, goes through arrow-go (decodeFrames).
@@ -390,13 +413,20 @@ func fileFramesIn(data []byte, span *rowSpan) (frames []frame, ok bool) {
 
 // Rows returns the number of rows of the complete record batches of an
 // Arrow IPC file or stream, from its message headers alone: no buffer is
-// decompressed or decoded, so it costs a small fraction of Read. It is the
+// read, decompressed or decoded (of a mapped file, only the pages of the
+// headers are touched), so it costs a small fraction of Read. It is the
 // number of events Read would return for data that decodes and validates.
 // Errors are Read's for input that cannot be framed: ErrNotArrow,
-// ErrNoSchema, a corrupt message.
+// ErrNoSchema, a corrupt message (not a corrupt compressed buffer's
+// length prefix, which only a decoder reads).
 func Rows(data []byte) (int64, error) {
-	frames, err := framesOf(data)
+	frames, err := framesOfIn(data, lightSpan())
 	if err != nil {
+		// Read's error: framed again, checking everything it checks.
+		_, err = framesOf(data)
+		if err == nil {
+			err = errors.New("framing failed without reading the bodies, and succeeded reading them") // unreachable: headers check less
+		}
 		return 0, err
 	}
 	var n int64
@@ -411,22 +441,30 @@ func Rows(data []byte) (int64, error) {
 // framesOf frames the complete messages of an Arrow IPC file (through its
 // footer, else as the stream after its magic) or stream, with Read's
 // errors for input that cannot be framed.
-func framesOf(data []byte) ([]frame, error) {
+func framesOf(data []byte) ([]frame, error) { return framesOfIn(data, nil) }
+
+// framesOfIn is framesOf framing only what span needs (nil: all; a
+// lightSpan: every message, not reading the bodies).
+func framesOfIn(data []byte, span *rowSpan) ([]frame, error) {
 	if cutBeforeSchema(data) {
 		return nil, ErrNoSchema
 	}
 	switch Sniff(data) {
 	case FormatFile:
-		if frames, ok := fileFrames(data); ok {
+		fileSpan := span
+		if span != nil {
+			fileSpan = &rowSpan{lo: span.lo, hi: span.hi, headers: span.headers}
+		}
+		if frames, ok := fileFramesIn(data, fileSpan); ok {
 			return frames, nil
 		}
-		s, err := scanStream(data, fileStreamStart)
+		s, err := scanStreamIn(data, fileStreamStart, span)
 		if err != nil {
 			return nil, err
 		}
 		return s.frames, nil
 	case FormatStream:
-		s, err := scanStream(data, 0)
+		s, err := scanStreamIn(data, 0, span)
 		if err != nil {
 			return nil, err
 		}

@@ -31,7 +31,9 @@ func ReadShape(data []byte, into *trace.Trace) (t *trace.Trace, ok bool) {
 			t, ok = nil, false
 		}
 	}()
-	frames, err := framesOf(data)
+	// The bodies' buffers are read only where they are decoded: of a
+	// mapped file, the pages of the other columns are not touched.
+	frames, err := framesOfIn(data, lightSpan())
 	if err != nil || len(frames) == 0 {
 		return nil, false
 	}
