@@ -17,8 +17,9 @@ import (
 // (rank, seq) order, as Chunk gives them; shape holds every row of the
 // chunk with only arrowv1.ShapeColumns, the others empty, in parts (one
 // per file, in file order): what the shape of the job needs. The parts
-// are valid until the next ChunkStep, which reuses their memory. Of an Arrow file only the record batches holding
-// rows of step are decoded whole (arrowv1.ReadRows); of the others only
+// are valid until the next ChunkStep, which reuses their memory. Of an
+// Arrow file only the record batches holding rows of step are decoded
+// whole (arrowv1.ReadRows); of the others only
 // those columns (arrowv1.ReadShape), which are all that is checked of
 // them. A chunk with a file that is not Arrow, is gzip-compressed or
 // holds the step's rows apart (a file of several ranks) is read whole
@@ -77,6 +78,9 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows *trace.Trace, shape []*trace
 		r := &res[k]
 		scratch, _ := shapeScratch.Get().(*trace.Trace)
 		r.rows, r.shape, r.err = c.fileStep(fi, fspans[k], c.stepsOf(i), step, scratch)
+		if r.err == nil && r.rows == nil {
+			apart.Store(true)
+		}
 		if r.shape == r.rows && r.shape != nil {
 			// A file read whole: its rows are merged below, which
 			// takes their columns; the shape keeps a copy.

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -266,4 +267,72 @@ func TestChunkStep(t *testing.T) {
 		t.Fatal("not cut")
 	}
 	check(c)
+}
+
+// TestChunkStepApart: a chunk with a file of two ranks (sorted by rank,
+// so a step's rows are two runs) is read whole, and still gives Open's
+// rows of the step and the chunk's shape; the other files' shapes, read
+// before the fallback, are not lost or reused under it.
+func TestChunkStepApart(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, TP: 2, Steps: 3, Seed: 2, OptMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.SortByRankSeq()
+	dir := t.TempDir()
+	both := &trace.Trace{Meta: tr.Meta}
+	for _, r := range tr.Ranks() {
+		part := rankSlice(tr, r)
+		if r <= 1 {
+			both.AppendRows(part, 0, part.Len())
+			continue
+		}
+		var b bytes.Buffer
+		if err := arrowv1.WriteStream(&b, part, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 8}); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, dir, fmt.Sprintf("rank-%05d.arrows", r), b.Bytes())
+	}
+	var b bytes.Buffer
+	if err := arrowv1.WriteStream(&b, both, arrowv1.Options{Compression: arrowv1.LZ4, BatchRows: 8}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "ranks-0-1.arrows", b.Bytes())
+	c, err := OpenChunks([]string{dir}, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NumChunks() != 1 {
+		t.Fatalf("%d chunks, want 1 (one replica)", c.NumChunks())
+	}
+	all, err := c.Chunk(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := int64(0); step < 3; step++ {
+		rows, parts, err := c.ChunkStep(0, step)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		want := &trace.Trace{Meta: all.Meta}
+		n := 0
+		for j := range all.Len() {
+			if all.Step[j] == step {
+				want.AppendRows(all, j, j+1)
+			}
+		}
+		got := rows.StepRows(step)
+		got.Meta = want.Meta
+		if d := trace.Diff(got, want); d != "" {
+			t.Fatalf("step %d: rows differ from Chunk's: %s", step, d)
+		}
+		var steps []int64
+		for _, p := range parts {
+			n += p.Len()
+			steps = append(steps, p.Step...)
+		}
+		if n != all.Len() || !slices.Equal(steps, all.Step) {
+			t.Fatalf("step %d: shape of %d rows, want the chunk's %d", step, n, all.Len())
+		}
+	}
 }
