@@ -1,6 +1,7 @@
 package arrowv1
 
 import (
+	"bytes"
 	"encoding/binary"
 	"maps"
 	"math/bits"
@@ -494,6 +495,22 @@ func (bb batchBufs) read(i int, dst []byte, sc *fastScratch, s int) ([]byte, boo
 // inside the data) and data of the utf8 array whose validity buffer is
 // buffer i.
 func (bb batchBufs) utf8(i, n int, sc *fastScratch) ([]int32, []byte, bool) {
+	offs, data, ok := bb.utf8Unordered(i, n, sc)
+	if !ok {
+		return nil, nil, false
+	}
+	for k := 1; k <= n; k++ {
+		if offs[k] < offs[k-1] {
+			return nil, nil, false
+		}
+	}
+	return offs, data, true
+}
+
+// utf8Unordered is utf8 without checking that the offsets never decrease
+// (the first and the last are checked: inside the data): for a caller
+// that checks it on its own pass over them.
+func (bb batchBufs) utf8Unordered(i, n int, sc *fastScratch) ([]int32, []byte, bool) {
 	if n == 0 {
 		return []int32{0}, nil, true
 	}
@@ -510,15 +527,7 @@ func (bb batchBufs) utf8(i, n int, sc *fastScratch) ([]int32, []byte, bool) {
 		copy(bytesOf(offs), raw[:need])
 	}
 	data, ok := bb.read(i+2, nil, sc, 2)
-	if !ok || offs[0] < 0 {
-		return nil, nil, false
-	}
-	for k := 1; k <= n; k++ {
-		if offs[k] < offs[k-1] {
-			return nil, nil, false
-		}
-	}
-	if int(offs[n]) > len(data) {
+	if !ok || offs[0] < 0 || offs[n] < offs[0] || int(offs[n]) > len(data) {
 		return nil, nil, false
 	}
 	return offs, data, true
@@ -696,10 +705,12 @@ func asInt32[T ~int32](s []T) []int32 {
 }
 
 // strings fills dst (n rows) from string column c, interned (trace.Str):
-// "" for empty values, nulls and an absent column. The two values met
-// last (rows alternate: a compute op's empty shape, a send's
-// "4096x1x8192") are checked before the decoder's table; a value new to
-// it is checked for UTF-8 and interned. A value that is not UTF-8 sends
+// "" for empty values, nulls and an absent column. A column of one value
+// besides "" (a send's "4096x1x8192" beside the compute ops' empty shapes;
+// "bf16"), with no nulls, is recognised in one pass over the offsets and
+// one comparison of its bytes: they are that value repeated. Otherwise the
+// two values met last are checked before the decoder's table; a value new
+// to it is checked for UTF-8 and interned. A value that is not UTF-8 sends
 // the input to the checked path.
 func (p *fastPlan) strings(c int, dst []trace.Str, n int, ns [][2]int64, bb batchBufs, d *decoder, sc *fastScratch) bool {
 	dst = dst[:n]
@@ -708,7 +719,7 @@ func (p *fastPlan) strings(c int, dst []trace.Str, n int, ns [][2]int64, bb batc
 		clear(dst)
 		return true
 	}
-	offs, data, ok := bb.utf8(p.fields[fi].buf, n, sc)
+	offs, data, ok := bb.utf8Unordered(p.fields[fi].buf, n, sc)
 	if !ok {
 		return false
 	}
@@ -718,8 +729,45 @@ func (p *fastPlan) strings(c int, dst []trace.Str, n int, ns [][2]int64, bb batc
 			return false
 		}
 	}
+	// One pass: the offsets never decrease (a negative length sets the
+	// sign of neg); every non-empty value has the first one's length w
+	// (same); dst marks the non-empty rows with 1.
+	var neg, w int32
+	same := true
+	prev := offs[0]
+	for i, o := range offs[1 : n+1] {
+		l := o - prev
+		prev = o
+		neg |= l
+		if l != 0 {
+			if w == 0 {
+				w = l
+			}
+			same = same && l == w
+		}
+		dst[i] = trace.Str(b2u(l != 0))
+	}
+	if neg < 0 {
+		return false
+	}
 	if offs[n] == offs[0] {
 		clear(dst) // all empty
+		return true
+	}
+	if v := data[offs[0]:offs[n]]; bm == nil && same && bytes.Equal(v[w:], v[:len(v)-int(w)]) {
+		// v has period w, and every value is w bytes long at a multiple
+		// of w into it: each is v[:w].
+		s, ok := d.strs[string(v[:w])]
+		if !ok {
+			if !utf8.Valid(v[:w]) {
+				return false
+			}
+			s = trace.InternBytes(v[:w])
+			d.strs[s.String()] = s
+		}
+		for i := range dst {
+			dst[i] *= s
+		}
 		return true
 	}
 	var mru [2]trace.Str
