@@ -730,14 +730,15 @@ func (p *fastPlan) strings(c int, dst []trace.Str, n int, ns [][2]int64, bb batc
 		}
 	}
 	// One pass: the offsets never decrease (a negative length sets the
-	// sign of neg); every non-empty value has the first one's length w
+	// sign of neg; in 64 bits, which the difference of two int32 offsets
+	// cannot wrap); every non-empty value has the first one's length w
 	// (same); dst marks the non-empty rows with 1.
-	var neg, w int32
+	var neg, w int64
 	same := true
-	prev := offs[0]
+	prev := int64(offs[0])
 	for i, o := range offs[1 : n+1] {
-		l := o - prev
-		prev = o
+		l := int64(o) - prev
+		prev = int64(o)
 		neg |= l
 		if l != 0 {
 			if w == 0 {
@@ -754,7 +755,7 @@ func (p *fastPlan) strings(c int, dst []trace.Str, n int, ns [][2]int64, bb batc
 		clear(dst) // all empty
 		return true
 	}
-	if v := data[offs[0]:offs[n]]; bm == nil && same && bytes.Equal(v[w:], v[:len(v)-int(w)]) {
+	if v := data[offs[0]:offs[n]]; bm == nil && same && bytes.Equal(v[w:], v[:int64(len(v))-w]) {
 		// v has period w, and every value is w bytes long at a multiple
 		// of w into it: each is v[:w].
 		s, ok := d.strs[string(v[:w])]

@@ -315,3 +315,39 @@ func TestStringsOneValue(t *testing.T) {
 		}
 	}
 }
+
+// TestStringOffsetsWrapping: string offsets that decrease, but whose
+// differences wrap around in 32 bits to one positive length and end where
+// they began (0, 2^29, ..., then negative: 2^32 in all), are refused by
+// the fast decoder as by the checked path: not read as empty strings.
+func TestStringOffsetsWrapping(t *testing.T) {
+	tr := randomTrace(newRand(6), 8, testKinds)
+	data := encode(t, writers[0], tr, Options{Compression: None, BatchRows: 8})
+	frames, err := framesOf(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, ok := planFor(frames[0])
+	if !ok {
+		t.Fatal("no plan for what ppprof wrote")
+	}
+	var fr frame
+	for _, f := range frames {
+		if f.info.header == headerRecordBatch {
+			fr = f
+		}
+	}
+	buf := fr.info.buffers[plan.fields[plan.col[trace.ColShape]].buf+1]
+	if buf[1] < 9*4 {
+		t.Fatalf("offsets buffer of %d bytes", buf[1])
+	}
+	bad := append([]byte(nil), data...)
+	at := fr.end - len(fr.body) + int(buf[0])
+	for k := range 9 {
+		binary.LittleEndian.PutUint32(bad[at+4*k:], uint32(k)<<29) // 0, 2^29, ..., 2^31 (negative), ..., 2^32 = 0
+	}
+	if _, err := Read(bad); err == nil {
+		t.Error("Read of decreasing offsets: no error")
+	}
+	sameRead(t, "wrapping offsets", bad)
+}
