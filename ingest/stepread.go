@@ -30,16 +30,9 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows *trace.Trace, shape []*trace
 	if i < 0 || i >= len(c.groups) {
 		return nil, nil, fmt.Errorf("chunk %d of %d", i, len(c.groups))
 	}
-	// The previous call's parts are the caller's no longer.
-	for _, sh := range c.shapes {
-		shapeScratch.Put(sh)
-	}
-	c.shapes = c.shapes[:0]
+	c.recycleShapes() // the previous call's parts are the caller's no longer
 	whole := func() (*trace.Trace, []*trace.Trace, error) {
-		for _, sh := range c.shapes {
-			shapeScratch.Put(sh)
-		}
-		c.shapes = c.shapes[:0]
+		c.recycleShapes()
 		t, err := c.Chunk(i)
 		if err != nil {
 			return nil, nil, err
@@ -116,6 +109,15 @@ func (c *Chunks) ChunkStep(i int, step int64) (rows *trace.Trace, shape []*trace
 	}
 	rows.Meta = c.meta
 	return rows, slices.Clone(c.shapes), nil
+}
+
+// recycleShapes hands the shape parts ChunkStep holds back to the pool
+// its files' shapes are read into.
+func (c *Chunks) recycleShapes() {
+	for _, sh := range c.shapes {
+		shapeScratch.Put(sh)
+	}
+	c.shapes = c.shapes[:0]
 }
 
 // stepsOf is the steps [first, last] of cut chunk i; nil for a chunk not
