@@ -2,9 +2,11 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -600,6 +602,23 @@ var kfStrStop = func() (t [256]bool) {
 	return t
 }()
 
+// SWAR constants: a 1 and a high bit in every byte of a word.
+const (
+	kfOnes = 0x0101010101010101
+	kfHigh = 0x8080808080808080
+)
+
+// kfStop8 marks (with its high bit) each byte of the little-endian word x
+// that kfStrStop holds, and possibly bytes above the lowest marked one:
+// the lowest mark is exact, the word is 0 when no byte is to stop at.
+// A byte below 0x20: x - 0x20 borrows into its high bit where that bit
+// was clear; '"' and '\\': the same test on x XOR the byte, for 0; the
+// high bit set: non-ASCII.
+func kfStop8(x uint64) uint64 {
+	q, bs := x^(kfOnes*'"'), x^(kfOnes*'\\')
+	return ((x-kfOnes*0x20)&^x | (q-kfOnes)&^q | (bs-kfOnes)&^bs | x) & kfHigh
+}
+
 // kfWS returns the position of the first non-whitespace byte at or after
 // i, or len(b).
 func kfWS(b []byte, i int) int {
@@ -615,6 +634,17 @@ func kfWS(b []byte, i int) int {
 func kfString(b []byte, i int) (end int, esc, high bool, st kfStatus) {
 	j := i + 1
 	for {
+		// Eight bytes at a time while they hold no byte to stop at
+		// (kfStrStop): a quote, a backslash, a control character or a
+		// non-ASCII byte. The lowest byte kfStop8 marks is the first
+		// such byte exactly (the marks above it may be false).
+		for j+8 <= len(b) {
+			if m := kfStop8(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			j += 8
+		}
 		for j < len(b) && !kfStrStop[b[j]] {
 			j++
 		}
