@@ -38,8 +38,15 @@ func resolveParts(parts []*part) {
 		}
 	}
 	for _, p := range parts {
-		for i := 0; i < p.t.Len(); i++ {
-			note(p.t.Rank[i], p.t.Stage[i], p.t.Pipeline[i], p.t.TPRank[i])
+		// Once per run of one rank's rows (a file of ppprof's holds one
+		// rank): note keeps a rank's first place, so the rows after the
+		// first of a run cannot change it.
+		t := p.t
+		for i := 0; i < t.Len(); i++ {
+			if i > 0 && t.Rank[i] == t.Rank[i-1] {
+				continue
+			}
+			note(t.Rank[i], t.Stage[i], t.Pipeline[i], t.TPRank[i])
 		}
 		for _, q := range p.pending {
 			note(q.ev.Rank, q.ev.Stage, q.ev.Pipeline, q.ev.TPRank)
