@@ -14,8 +14,9 @@ import (
 // s.visit) does, about ten times faster, with the same result for every
 // input. It reads r into one buffer (1 MiB, slid forward as events are
 // used; it grows only for a single value larger than itself) and walks the
-// Chrome-trace layout byte by byte: the top-level object or bare array, the
-// traceEvents array, each event object. Within an event it keeps only the
+// Chrome-trace layout byte by byte (the insides of strings eight bytes at
+// a time, kfStop8): the top-level object or bare array, the traceEvents
+// array, each event object. Within an event it keeps only the
 // spans of name, cat, ph, ts, dur, pid, tid and args (and, inside args, of
 // "correlation" and whether "Collective name" is there), validating every
 // other value as strict JSON while skipping it, without building anything.
