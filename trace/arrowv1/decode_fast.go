@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/bits"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -155,7 +156,13 @@ func fastReadInto(frames []frame, n int, into *rowRange) (t *trace.Trace, batche
 		t = newTrace(plan.meta, rows)
 	}
 
-	// 2. Record batches, in parallel.
+	// 2. Record batches, in parallel. The workers fault as the caller
+	// does (debug.SetPanicOnFault): on a mapped file cut short under
+	// the read, a caller that asked for a panic gets one it can
+	// recover (the checked path then reads the input on its own
+	// goroutine), not a worker crashing the process.
+	pof := debug.SetPanicOnFault(false)
+	debug.SetPanicOnFault(pof)
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(jobs)))
 	decs := make([]*decoder, workers)
 	decs[0] = dec
@@ -169,6 +176,7 @@ func fastReadInto(frames []frame, n int, into *rowRange) (t *trace.Trace, batche
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			debug.SetPanicOnFault(pof)
 			defer func() {
 				if p := recover(); p != nil {
 					failed.Store(true)
