@@ -30,6 +30,7 @@ type msgInfo struct {
 	compressed bool       // buffers start with their uncompressed length
 	codec      byte       // codecLZ4 or codecZSTD, when compressed
 	variadic   []int64
+	dictFields int // schema: its dictionary-encoded fields, at any depth
 }
 
 // headerName names a message header type for errors.
@@ -83,7 +84,7 @@ func verifyMessage(meta []byte) (msgInfo, error) {
 	}
 	switch info.header {
 	case headerSchema:
-		err = verifySchema(f, hdr)
+		err = verifySchema(f, hdr, &info.dictFields)
 	case headerRecordBatch:
 		err = verifyRecordBatch(f, hdr, &info)
 	case headerDictionaryBatch:
@@ -109,8 +110,9 @@ func verifyMessage(meta []byte) (msgInfo, error) {
 }
 
 // verifySchema checks a Schema table: endianness (0), fields (1),
-// custom_metadata (2), features (3).
-func verifySchema(f *fbuf, s fbTable) error {
+// custom_metadata (2), features (3), and counts its dictionary-encoded
+// fields into dicts.
+func verifySchema(f *fbuf, s fbTable, dicts *int) error {
 	if _, err := f.int16Field(s, 0, 0); err != nil {
 		return err
 	}
@@ -120,12 +122,13 @@ func verifySchema(f *fbuf, s fbTable) error {
 	if err := f.keyValues(s, 2); err != nil {
 		return err
 	}
-	return f.tablesField(s, 1, func(field fbTable) error { return verifyField(f, field, 1) })
+	return f.tablesField(s, 1, func(field fbTable) error { return verifyField(f, field, 1, dicts) })
 }
 
 // verifyField checks a Field table: name (0), nullable (1), type_type (2),
-// type (3), dictionary (4), children (5), custom_metadata (6).
-func verifyField(f *fbuf, fl fbTable, depth int) error {
+// type (3), dictionary (4), children (5), custom_metadata (6), and counts
+// the dictionary-encoded fields among it and its children into dicts.
+func verifyField(f *fbuf, fl fbTable, depth int, dicts *int) error {
 	if depth > maxFieldDepth {
 		return fmt.Errorf("schema nested deeper than %d fields", maxFieldDepth)
 	}
@@ -164,11 +167,12 @@ func verifyField(f *fbuf, fl fbTable, depth int) error {
 		if _, _, err := f.subTable(de, 1); err != nil {
 			return err
 		}
+		*dicts++
 	}
 	if err := f.keyValues(fl, 6); err != nil {
 		return err
 	}
-	return f.tablesField(fl, 5, func(child fbTable) error { return verifyField(f, child, depth+1) })
+	return f.tablesField(fl, 5, func(child fbTable) error { return verifyField(f, child, depth+1, dicts) })
 }
 
 // verifyRecordBatch checks a RecordBatch table: length (0), nodes (1),
@@ -303,7 +307,8 @@ func verifyFooter(meta []byte) (footerInfo, error) {
 	if s, ok, err := f.subTable(ft, 1); err != nil {
 		return info, err
 	} else if ok {
-		if err := verifySchema(f, s); err != nil {
+		var dicts int // the schema message's count is the one used
+		if err := verifySchema(f, s, &dicts); err != nil {
 			return info, err
 		}
 	}

@@ -373,6 +373,17 @@ func fileFramesIn(data []byte, span *rowSpan) (frames []frame, ok bool) {
 		return nil, false
 	}
 	frames = append(frames, schema)
+	// A footer that lists fewer dictionaries than the schema has
+	// dictionary-encoded fields does not agree with the messages (every
+	// dictionary comes before the first record batch): the file is read
+	// as a stream, which finds the dictionaries where they are. Checked
+	// here, not left to the decoder, so that a read of a few rows (span),
+	// which frames only the first record batches, frames as a whole read
+	// does (FuzzRead found a footer whose dictionary list was corrupted
+	// to empty: Read scanned the stream, ReadRows trusted the footer).
+	if len(footer.records) > 0 && len(footer.dicts) < schema.info.dictFields {
+		return nil, false
+	}
 	add := func(blocks []block, header byte) bool {
 		for _, b := range blocks {
 			if header == headerRecordBatch && span != nil && span.at >= span.hi {
