@@ -323,60 +323,49 @@ func (b *bench) writeModel() {
 		rate(float64(rows), s, "events/s")+fmt.Sprintf(" at %d B/event: the most any decoder into the model does", mb))
 }
 
-// decodeAll decodes every file (MapFile) on all cores and returns the
-// events. The traces are kept until all are decoded, as ingest keeps them:
-// dropping each at once would leave a tiny live heap and have the garbage
-// collector run after every few files.
-func (b *bench) decodeAll() int64 {
-	var mu sync.Mutex
-	var n int64
-	keep := make([]*trace.Trace, len(b.paths))
-	b.parallel(func(_, i int) {
-		f, err := os.Open(b.paths[i])
-		if err != nil {
-			fail(err)
-		}
-		data, release, err := arrowv1.MapFile(f)
-		f.Close()
-		if err != nil {
-			fail(err)
-		}
-		res, err := arrowv1.Read(data)
-		release()
-		if err != nil {
-			fail(fmt.Errorf("%s: %w", b.paths[i], err))
-		}
-		keep[i] = res.Trace
-		mu.Lock()
-		n += int64(res.Trace.Len())
-		mu.Unlock()
-	})
-	return n
+// decodeFile decodes file i of the trace (MapFile, arrowv1.Read).
+func (b *bench) decodeFile(i int) *trace.Trace {
+	f, err := os.Open(b.paths[i])
+	if err != nil {
+		fail(err)
+	}
+	data, release, err := arrowv1.MapFile(f)
+	f.Close()
+	if err != nil {
+		fail(err)
+	}
+	res, err := arrowv1.Read(data)
+	release()
+	if err != nil {
+		fail(fmt.Errorf("%s: %w", b.paths[i], err))
+	}
+	return res.Trace
 }
 
-// decodeRecycled decodes every file (MapFile) on all cores as a streamed
-// reader does: each file's columns handed back (arrowv1.Recycle) once it
-// is decoded, so later files decode into memory already faulted in. It
+// decodeAll decodes every file on all cores and returns the events. The
+// traces are kept until all are decoded, as ingest keeps them: dropping
+// each at once would leave a tiny live heap and have the garbage collector
+// run after every few files.
+func (b *bench) decodeAll() int64 {
+	var n atomic.Int64
+	keep := make([]*trace.Trace, len(b.paths))
+	b.parallel(func(_, i int) {
+		keep[i] = b.decodeFile(i)
+		n.Add(int64(keep[i].Len()))
+	})
+	return n.Load()
+}
+
+// decodeRecycled decodes every file on all cores as a streamed reader
+// does: each file's columns handed back (arrowv1.Recycle) once it is
+// decoded, so later files decode into memory already faulted in. It
 // returns the events.
 func (b *bench) decodeRecycled() int64 {
 	var n atomic.Int64
 	b.parallel(func(_, i int) {
-		f, err := os.Open(b.paths[i])
-		if err != nil {
-			fail(err)
-		}
-		data, release, err := arrowv1.MapFile(f)
-		f.Close()
-		if err != nil {
-			fail(err)
-		}
-		res, err := arrowv1.Read(data)
-		release()
-		if err != nil {
-			fail(fmt.Errorf("%s: %w", b.paths[i], err))
-		}
-		n.Add(int64(res.Trace.Len()))
-		arrowv1.Recycle(res.Trace)
+		t := b.decodeFile(i)
+		n.Add(int64(t.Len()))
+		arrowv1.Recycle(t)
 	})
 	return n.Load()
 }
@@ -562,25 +551,11 @@ func (b *bench) e2e(streamed bool) func() {
 // its ranks re-encoded without compression and with ZSTD.
 func (b *bench) disk() {
 	row("on disk, as written (LZ4)", fmt.Sprintf("%.1f B/event", float64(b.bytes)/float64(b.events)), "simulate --fleet --compression lz4")
-	sample := b.paths[:min(64, len(b.paths))]
 	t := &trace.Trace{}
-	for _, p := range sample {
-		f, err := os.Open(p)
-		if err != nil {
-			fail(err)
-		}
-		data, release, err := arrowv1.MapFile(f)
-		f.Close()
-		if err != nil {
-			fail(err)
-		}
-		res, err := arrowv1.Read(data)
-		release()
-		if err != nil {
-			fail(err)
-		}
-		t.Meta = res.Trace.Meta
-		t.AppendRows(res.Trace, 0, res.Trace.Len())
+	for i := range min(64, len(b.paths)) {
+		ft := b.decodeFile(i)
+		t.Meta = ft.Meta
+		t.AppendRows(ft, 0, ft.Len())
 	}
 	for _, c := range []arrowv1.Compression{arrowv1.None, arrowv1.LZ4, arrowv1.ZSTD} {
 		var buf bytes.Buffer
