@@ -552,7 +552,8 @@ func (b *bench) e2e(streamed bool) func() {
 func (b *bench) disk() {
 	row("on disk, as written (LZ4)", fmt.Sprintf("%.1f B/event", float64(b.bytes)/float64(b.events)), "simulate --fleet --compression lz4")
 	t := &trace.Trace{}
-	for i := range min(64, len(b.paths)) {
+	sample := min(64, len(b.paths))
+	for i := range sample {
 		ft := b.decodeFile(i)
 		t.Meta = ft.Meta
 		t.AppendRows(ft, 0, ft.Len())
@@ -566,7 +567,7 @@ func (b *bench) disk() {
 		if c == arrowv1.None {
 			name = "none"
 		}
-		row(fmt.Sprintf("on disk, %d ranks re-encoded (%s)", len(sample), name), fmt.Sprintf("%.1f B/event", float64(buf.Len())/float64(t.Len())),
+		row(fmt.Sprintf("on disk, %d ranks re-encoded (%s)", sample, name), fmt.Sprintf("%.1f B/event", float64(buf.Len())/float64(t.Len())),
 			fmt.Sprintf("one stream, %d-row batches", arrowv1.DefaultBatchRows))
 	}
 }
