@@ -47,6 +47,16 @@ type Chunks struct {
 	shapes []*trace.Trace
 }
 
+// MapFiles has Chunk map the Arrow files it reads whatever their size
+// (arrowv1.MapFileSparse) instead of reading those under 4 MiB into a
+// buffer. Call it before reading chunks. For a reader that decodes each
+// chunk and drops it (hang): the kernel does not copy the files, and a
+// file cut short under the read is an error, as with any mapped read.
+// A reader that keeps much fresh memory while it reads (analyze, packing
+// its chunks) measured slower with it (docs/performance.md, "Before and
+// after the ninth session").
+func (c *Chunks) MapFiles() { c.opt.mapped = true }
+
 // Recycle hands back a trace Chunk returned that its caller no longer
 // uses, nor any of its columns: the next Chunk may decode its files into
 // those columns instead of fresh memory (no page faults, no zeroing).

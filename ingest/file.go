@@ -61,6 +61,9 @@ type readOpts struct {
 	// rows: decode only some rows of Arrow input (Chunks cut between
 	// steps, steps.go).
 	rows *rowsRead
+	// mapped: map Arrow files whatever their size for whole reads too
+	// (Chunks.MapFiles).
+	mapped bool
 }
 
 func readFileOpts(path string, opt readOpts) (*trace.Trace, FileInfo, []Warning, error) {
@@ -154,9 +157,10 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 // rest is never copied; else arrowv1.MapFile (small files read into a
 // recycled buffer, as fast for a whole decode). Reading heads and
 // counting rows of the 302M-event fleet trace spent 4.5 s of CPU in
-// read(2) copying whole 2.2 MB files (docs/performance.md).
+// read(2) copying whole 2.2 MB files (docs/performance.md). opt.mapped
+// maps whole reads too (Chunks.MapFiles).
 func mapFor(opt readOpts) func(*os.File) ([]byte, func(), error) {
-	if opt.rows != nil && opt.rows.ix != nil || opt.head {
+	if opt.rows != nil && opt.rows.ix != nil || opt.head || opt.mapped {
 		return arrowv1.MapFileSparse
 	}
 	return arrowv1.MapFile
