@@ -3,7 +3,6 @@ package analyze
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 
@@ -139,8 +138,40 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 	g.fromArrival = make([]bool, n)
 	opNode := make([][]int32, len(ranks)) // [rank][op] -> the node holding the op (the join for a join)
 	barrier := func(j int32) int32 { return int32(n-joins) + j }
+	// The ordered (src, dst) rank pairs of P2P ops, numbered as found;
+	// each rank remembers the pairs of its own ops (a rank has few peers),
+	// so the pairs' map is read only for a rank's first op with a peer.
 	type pairKey struct{ src, dst int32 }
-	sends, recvs := map[pairKey][]int32{}, map[pairKey][]int32{}
+	pairID := map[pairKey]int32{}
+	var pairs []pairKey
+	var sends, recvs [][]int32 // by pair id: the nodes in issue order
+	type seen struct {
+		peer int32
+		send bool
+		id   int32
+	}
+	var mine []seen
+	pairOf := func(lr int32, op *gOp) int32 {
+		send := op.class == ncSend
+		for _, m := range mine {
+			if m.peer == op.peer && m.send == send {
+				return m.id
+			}
+		}
+		k := pairKey{lr, op.peer}
+		if !send {
+			k = pairKey{op.peer, lr}
+		}
+		id, ok := pairID[k]
+		if !ok {
+			id = int32(len(pairs))
+			pairID[k] = id
+			pairs = append(pairs, k)
+			sends, recvs = append(sends, nil), append(recvs, nil)
+		}
+		mine = append(mine, seen{op.peer, send, id})
+		return id
+	}
 	arrivals := make([][]int32, joins)
 	v := int32(0)
 	add := func(lr int32, k int, op *gOp, c nodeClass) int32 {
@@ -155,6 +186,7 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 		r := &ranks[lr]
 		opNode[lr] = make([]int32, len(r.ops))
 		last := int32(-1)
+		mine = mine[:0]
 		for k := range r.ops {
 			op := &r.ops[k]
 			if op.class == ncJoin {
@@ -175,9 +207,11 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 			opNode[lr][k], last = x, x
 			switch op.class {
 			case ncSend:
-				sends[pairKey{int32(lr), op.peer}] = append(sends[pairKey{int32(lr), op.peer}], x)
+				id := pairOf(int32(lr), op)
+				sends[id] = append(sends[id], x)
 			case ncRecv:
-				recvs[pairKey{op.peer, int32(lr)}] = append(recvs[pairKey{op.peer, int32(lr)}], x)
+				id := pairOf(int32(lr), op)
+				recvs[id] = append(recvs[id], x)
 			}
 		}
 	}
@@ -192,25 +226,30 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 
 	// 2. NCCL matching per ordered rank pair (in pair order, so that the
 	// first error is always the same one).
-	pairs := slices.SortedFunc(maps.Keys(sends), func(a, b pairKey) int {
-		return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst))
+	byPair := make([]int32, len(pairs))
+	for k := range byPair {
+		byPair[k] = int32(k)
+	}
+	slices.SortFunc(byPair, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(pairs[a].src, pairs[b].src), cmp.Compare(pairs[a].dst, pairs[b].dst))
 	})
-	for _, k := range pairs {
+	for _, k := range byPair {
 		ss, rs := sends[k], recvs[k]
+		if len(ss) == 0 {
+			continue
+		}
 		if len(rs) != len(ss) {
 			return nil, fmt.Errorf("step %d: rank %d sends %d ops to rank %d, which receives %d",
-				step, ranks[k.src].rank, len(ss), ranks[k.dst].rank, len(rs))
+				step, ranks[pairs[k].src].rank, len(ss), ranks[pairs[k].dst].rank, len(rs))
 		}
 		for i := range ss {
 			g.other[ss[i]], g.other[rs[i]] = rs[i], ss[i]
 		}
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(recvs), func(a, b pairKey) int {
-		return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst))
-	}) {
-		if rs := recvs[k]; sends[k] == nil {
+	for _, k := range byPair {
+		if rs := recvs[k]; len(rs) > 0 && len(sends[k]) == 0 {
 			return nil, fmt.Errorf("step %d: rank %d receives %d ops from rank %d, which sends none",
-				step, ranks[k.dst].rank, len(rs), ranks[k.src].rank)
+				step, ranks[pairs[k].dst].rank, len(rs), ranks[pairs[k].src].rank)
 		}
 	}
 
@@ -244,7 +283,13 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 // that waits for its sends, the receives of the rank's sends issued before
 // it; for each barrier, its arrivals.
 func (g *stepGraph) buildExtras(ranks []gRank, opNode [][]int32, arrivals [][]int32, joins, n int) {
-	lists := make(map[int32][]int32)
+	// The nodes with extra in-edges come in node order: arrivals rank by
+	// rank, in program order, then the barriers.
+	type edges struct {
+		v    int32
+		from []int32
+	}
+	var lists []edges
 	for lr := range ranks {
 		var sent []int32
 		for k := range ranks[lr].ops {
@@ -254,16 +299,25 @@ func (g *stepGraph) buildExtras(ranks []gRank, opNode [][]int32, arrivals [][]in
 			case op.class == ncSend:
 				sent = append(sent, g.other[x])
 			case op.class == ncJoin && op.waitSends && len(sent) > 0:
-				lists[x-1] = append([]int32(nil), sent...)
+				lists = append(lists, edges{x - 1, sent[:len(sent):len(sent)]})
 			}
 		}
 	}
 	for j := range joins {
-		lists[int32(n-joins+j)] = arrivals[j]
+		lists = append(lists, edges{int32(n - joins + j), arrivals[j]})
+	}
+	total := 0
+	for _, l := range lists {
+		total += len(l.from)
 	}
 	g.extraOff = make([]int32, n+1)
+	g.extra = make([]int32, 0, total)
+	at := 0
 	for v := range n {
-		g.extra = append(g.extra, lists[int32(v)]...)
+		if at < len(lists) && lists[at].v == int32(v) {
+			g.extra = append(g.extra, lists[at].from...)
+			at++
+		}
 		g.extraOff[v+1] = int32(len(g.extra))
 	}
 }
@@ -303,18 +357,35 @@ func (g *stepGraph) topo() error {
 	for v := range int32(n) {
 		each(v, func(u int32) { succ[fill[u]] = v; fill[u]++ })
 	}
+	// Depth first: the ready nodes wait on a stack, and a node's program
+	// successor is pushed last, so the order follows one rank's program
+	// (consecutive nodes) until it blocks on another rank. Any
+	// topological order gives the same times; this one lets run and
+	// measure read and write their per-node arrays mostly in sequence
+	// instead of hopping across every rank of the job at each level.
 	g.order = make([]int32, 0, n)
-	for v := range int32(n) {
+	stack := make([]int32, 0, 64)
+	for v := int32(n) - 1; v >= 0; v-- {
 		if indeg[v] == 0 {
-			g.order = append(g.order, v)
+			stack = append(stack, v)
 		}
 	}
-	for k := 0; k < len(g.order); k++ {
-		u := g.order[k]
+	for len(stack) > 0 {
+		u := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		g.order = append(g.order, u)
+		next := int32(-1)
 		for _, v := range succ[succOff[u]:succOff[u+1]] {
 			if indeg[v]--; indeg[v] == 0 {
-				g.order = append(g.order, v)
+				if g.prev[v] == u {
+					next = v
+					continue
+				}
+				stack = append(stack, v)
 			}
+		}
+		if next >= 0 {
+			stack = append(stack, next)
 		}
 	}
 	if len(g.order) != n {

@@ -92,10 +92,11 @@ func (g *stepGraph) criticalPath(startNs int64, delay []int64, p int) pathSum {
 	ps := pathSum{stageCompute: make([]int64, p), stageP2P: make([]int64, p),
 		kindNs: map[trace.Kind]int64{}, kindOps: map[trace.Kind]int64{},
 		mbNs: map[int32]int64{}, mbOps: map[int32]int64{}}
-	// 1. The sink: the op that ends last (the later in topological order
-	// on a tie), never a send (its receive ends with it).
+	// 1. The sink: the op that ends last (on a tie the later node: the
+	// higher rank, then the later op of its program), never a send (its
+	// receive ends with it).
 	sink := int32(-1)
-	for _, v := range g.order {
+	for v := range int32(g.numNodes()) {
 		switch g.class[v] {
 		case ncSend, ncArrive, ncBarrier:
 			continue

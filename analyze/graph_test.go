@@ -2,7 +2,9 @@ package analyze
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"sort"
 	"testing"
 
 	"github.com/ppprof/ppprof/sim"
@@ -225,6 +227,137 @@ func TestGraphJoins(t *testing.T) {
 		}
 		if end0 != tc.end0 {
 			t.Errorf("group %q: rank 0 ends at %d ns, want %d", tc.group, end0, tc.end0)
+		}
+	}
+}
+
+// TestByRankSeqIsStableSort: byRankSeq orders rows as a stable sort by
+// (rank, seq) does, whether the rows come as windows of (rank, seq) runs,
+// as runs of one rank that overlap in seq, with equal (rank, seq) rows, or
+// shuffled.
+func TestByRankSeqIsStableSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 400 {
+		ranks, per := 1+rng.IntN(12), 1+rng.IntN(20)
+		tr := &trace.Trace{}
+		for r := range ranks {
+			seq := int64(0)
+			for range per {
+				if trial%4 != 3 || rng.IntN(4) > 0 {
+					seq++ // the fourth trial of four repeats seqs
+				}
+				tr.Rank = append(tr.Rank, trace.Rank(r*3))
+				tr.Seq = append(tr.Seq, seq)
+			}
+		}
+		n := len(tr.Rank)
+		rows := make([]int, n)
+		for i := range rows {
+			rows[i] = i
+		}
+		switch trial % 5 {
+		case 0: // sorted already
+		case 1: // windows: ranks by pipeline (r mod 3), each rank's rows in order
+			rows = rows[:0]
+			for p := range 3 {
+				for r := p; r < ranks; r += 3 {
+					for k := range per {
+						rows = append(rows, r*per+k)
+					}
+				}
+			}
+		case 2: // one rank's rows in two runs that overlap in seq
+			r := rng.IntN(ranks)
+			mine := slices.Clone(rows[r*per : (r+1)*per])
+			rest := slices.Delete(slices.Clone(rows), r*per, (r+1)*per)
+			var a, b []int
+			for k, i := range mine {
+				if k%2 == 0 {
+					a = append(a, i)
+				} else {
+					b = append(b, i)
+				}
+			}
+			rows = append(append(append(rest[:0:0], a...), rest...), b...)
+		default:
+			rng.Shuffle(n, func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+		}
+		want := slices.Clone(rows)
+		sort.SliceStable(want, func(a, b int) bool {
+			i, j := want[a], want[b]
+			if tr.Rank[i] != tr.Rank[j] {
+				return tr.Rank[i] < tr.Rank[j]
+			}
+			return tr.Seq[i] < tr.Seq[j]
+		})
+		in := slices.Clone(rows)
+		got := byRankSeq(tr, rows)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d: byRankSeq\n%v\nwant\n%v", trial, got, want)
+		}
+		if !slices.Equal(rows, in) {
+			t.Fatalf("trial %d: byRankSeq changed its input", trial)
+		}
+	}
+}
+
+// TestGraphAnyTopologicalOrder: re-timing a graph in breadth-first
+// topological order (Kahn's queue, built here from the graph's in-edges)
+// gives the same times and binding edges as in the order topo chose, on
+// jobs with replicas, TP, joins and jitter.
+func TestGraphAnyTopologicalOrder(t *testing.T) {
+	for _, sched := range []string{"1f1b", "interleaved", "zb-h1"} {
+		tr, err := sim.Run(sim.Config{Schedule: sched, Stages: 4, MicroBatches: 8, Steps: 2, DP: 2, TP: 2,
+			P2PLatencyUs: 30, P2PGbps: 200, OptMs: 0.7, EmbedMs: 0.2, Jitter: 0.1, Seed: 11})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range graphsOf(t, tr) {
+			s0, e0 := g.run(g.meas, g.delay)
+			s, e, crit := slices.Clone(g.s), slices.Clone(g.e), slices.Clone(g.crit)
+			n := g.numNodes()
+			in := make([][]int32, n)
+			for v := range int32(n) {
+				if u := g.prev[v]; u >= 0 {
+					in[v] = append(in[v], u)
+				}
+				if c := g.class[v]; c == ncRecv || c == ncJoin {
+					in[v] = append(in[v], g.other[v])
+				}
+				in[v] = append(in[v], g.extras(v)...)
+			}
+			out := make([][]int32, n)
+			indeg := make([]int, n)
+			for v := range int32(n) {
+				for _, u := range in[v] {
+					out[u] = append(out[u], v)
+					indeg[v]++
+				}
+			}
+			var bfs []int32
+			for v := range int32(n) {
+				if indeg[v] == 0 {
+					bfs = append(bfs, v)
+				}
+			}
+			for k := 0; k < len(bfs); k++ {
+				for _, v := range out[bfs[k]] {
+					if indeg[v]--; indeg[v] == 0 {
+						bfs = append(bfs, v)
+					}
+				}
+			}
+			if len(bfs) != n {
+				t.Fatalf("%s step %d: breadth-first order has %d of %d nodes", sched, g.step, len(bfs), n)
+			}
+			if slices.Equal(bfs, g.order) {
+				t.Fatalf("%s step %d: topo's order is breadth-first: nothing compared", sched, g.step)
+			}
+			g.order = bfs
+			s1, e1 := g.run(g.meas, g.delay)
+			if s1 != s0 || e1 != e0 || !slices.Equal(g.s, s) || !slices.Equal(g.e, e) || !slices.Equal(g.crit, crit) {
+				t.Fatalf("%s step %d: re-timed in breadth-first order: span [%d, %d], topo's [%d, %d]", sched, g.step, s1, e1, s0, e0)
+			}
 		}
 	}
 }

@@ -3,8 +3,8 @@ package analyze
 import (
 	"fmt"
 	"math"
+	"cmp"
 	"slices"
-	"sort"
 	"strconv"
 
 	"github.com/ppprof/ppprof/trace"
@@ -24,16 +24,7 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("step %d: no rows", step)
 	}
-	if !sortedByRankSeq(t, rows) {
-		rows = slices.Clone(rows)
-		sort.SliceStable(rows, func(a, b int) bool {
-			i, j := rows[a], rows[b]
-			if t.Rank[i] != t.Rank[j] {
-				return t.Rank[i] < t.Rank[j]
-			}
-			return t.Seq[i] < t.Seq[j]
-		})
-	}
+	rows = byRankSeq(t, rows)
 	// 1. Ranks and the step's earliest start (the floor of a usable post).
 	var ranks []gRank
 	var firstRow []int
@@ -58,11 +49,7 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 	for lr, r := range ranks {
 		byPlace[place{r.pipeline, r.stage, r.tpRk}] = int32(lr)
 	}
-	local := func(r trace.Rank) (int32, bool) {
-		k, ok := slices.BinarySearchFunc(ranks, r, func(g gRank, r trace.Rank) int { return int(g.rank) - int(r) })
-		return int32(k), ok
-	}
-
+	local := localRanks(ranks)
 	// 2. Programs: classes, peers, joins, posts.
 	joinID := map[string]int32{}
 	for lr := range ranks {
@@ -142,6 +129,73 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 		}
 	}
 	return newStepGraph(step, ranks, len(joinID), true)
+}
+
+// byRankSeq returns rows ordered by (rank, seq), rows of equal rank and seq
+// in their order in rows: what a stable sort returns, and rows itself when
+// they are in that order already. A step's rows come as its windows' rows,
+// one pipeline replica after another, each in (rank, seq) order: runs of
+// one rank in seq order, which are put in order rather than sorted row by
+// row (a sort of a whole job's step is most of building its graph).
+func byRankSeq(t *trace.Trace, rows []int) []int {
+	if sortedByRankSeq(t, rows) {
+		return rows
+	}
+	rank, seq := t.Rank, t.Seq
+	cmpRows := func(i, j int) int { return cmp.Or(cmp.Compare(rank[i], rank[j]), cmp.Compare(seq[i], seq[j])) }
+	type run struct{ lo, hi int }
+	var runs []run
+	lo := 0
+	for k := 1; k <= len(rows) && len(runs) <= len(rows)/8; k++ {
+		if k == len(rows) || rank[rows[k]] != rank[rows[k-1]] || seq[rows[k]] < seq[rows[k-1]] {
+			runs = append(runs, run{lo, k})
+			lo = k
+		}
+	}
+	if len(runs) <= len(rows)/8 {
+		// Runs in order of their first rows; when the runs of one rank
+		// overlap in seq the result is not sorted, and the rows are.
+		slices.SortStableFunc(runs, func(a, b run) int { return cmpRows(rows[a.lo], rows[b.lo]) })
+		out := make([]int, 0, len(rows))
+		for _, r := range runs {
+			out = append(out, rows[r.lo:r.hi]...)
+		}
+		if sortedByRankSeq(t, out) {
+			return out
+		}
+	}
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, cmpRows)
+	return out
+}
+
+// localRanks returns the lookup of a trace rank's index in ranks (sorted
+// by rank): a table when the ranks are dense enough, else a binary search.
+func localRanks(ranks []gRank) func(trace.Rank) (int32, bool) {
+	if len(ranks) == 0 {
+		return func(trace.Rank) (int32, bool) { return 0, false }
+	}
+	first, last := int64(ranks[0].rank), int64(ranks[len(ranks)-1].rank)
+	if span := last - first + 1; span <= 4*int64(len(ranks))+1024 {
+		dense := make([]int32, span)
+		for k := range dense {
+			dense[k] = -1
+		}
+		for lr, r := range ranks {
+			dense[int64(r.rank)-first] = int32(lr)
+		}
+		return func(r trace.Rank) (int32, bool) {
+			d := int64(r) - first
+			if d < 0 || d >= int64(len(dense)) || dense[d] < 0 {
+				return 0, false
+			}
+			return dense[d], true
+		}
+	}
+	return func(r trace.Rank) (int32, bool) {
+		k, ok := slices.BinarySearchFunc(ranks, r, func(g gRank, r trace.Rank) int { return cmp.Compare(g.rank, r) })
+		return int32(k), ok
+	}
 }
 
 // Megatron-style timers of collectives, recorded as free-form kinds with no
