@@ -317,6 +317,17 @@ func baselinePass(ix *index, noDelays bool) []*stepBase {
 		sb.replayNs = e - s
 		sb.path = g.criticalPath(s, delay, ix.p)
 		t := ix.t
+		nOps, nRecv := 0, 0
+		for _, c := range g.class {
+			switch c {
+			case ncCompute:
+				nOps++
+			case ncRecv:
+				nOps++
+				nRecv++
+			}
+		}
+		sb.samples, sb.xfers = make([]opSample, 0, nOps), make([]xferSample, 0, nRecv)
 		for v := range int32(g.numNodes()) {
 			switch g.class[v] {
 			case ncCompute, ncRecv:

@@ -54,8 +54,19 @@ func (f xferFit) predict(sizeFactor float64) float64 {
 
 func fitP2P(xs []xferSample) *p2pModel {
 	m := &p2pModel{byBoundary: map[boundaryKey]xferFit{}}
-	by := map[boundaryKey][]xferSample{}
-	var dirs [2][]xferSample
+	// Groups in the order of xs (the fits' sums depend on it), each
+	// allocated once at its size.
+	count := map[boundaryKey]int{}
+	var ndir [2]int
+	for _, x := range xs {
+		count[boundaryKey{x.from, x.to, x.dir}]++
+		ndir[x.dir&1]++
+	}
+	by := make(map[boundaryKey][]xferSample, len(count))
+	for k, n := range count {
+		by[k] = make([]xferSample, 0, n)
+	}
+	dirs := [2][]xferSample{make([]xferSample, 0, ndir[0]), make([]xferSample, 0, ndir[1])}
 	for _, x := range xs {
 		k := boundaryKey{x.from, x.to, x.dir}
 		by[k] = append(by[k], x)

@@ -36,30 +36,100 @@ type whatIfStats struct {
 func newWhatIfStats(ix *index, ok []*stepBase) *whatIfStats {
 	st := &whatIfStats{p: ix.p, v: 1, steps: len(ok), worker: map[sampleKey]float64{}, workerN: map[sampleKey]int{},
 		chunk: map[sampleKey]float64{}, stage: map[sampleKey]float64{}, ranksOf: map[[2]int32][]int{}, rows: int64(ix.t.Len())}
-	byKey := map[sampleKey][]float64{}
-	var xs []xferSample
-	var over []float64
-	pipes := map[int32]bool{}
+	// Each key's samples in step and graph order (as the medians' inputs
+	// always were), each list allocated once at its size: a job's steps
+	// hold a sample per compute op and transfer. A rank's program cycles
+	// through a few keys (F, B, their receives, per chunk), so the last
+	// keys found are looked up before the map.
+	ids := map[sampleKey]int32{}
+	var keysSeen []sampleKey
+	var cnt []int
+	var cache [8]struct {
+		k  sampleKey
+		id int32
+	}
+	for c := range cache {
+		cache[c].id = -1
+	}
+	slot := 0
+	idOf := func(k sampleKey) int32 {
+		for _, c := range cache {
+			if c.id >= 0 && c.k == k {
+				return c.id
+			}
+		}
+		id, found := ids[k]
+		if !found {
+			id = int32(len(keysSeen))
+			ids[k] = id
+			keysSeen, cnt = append(keysSeen, k), append(cnt, 0)
+		}
+		cache[slot].k, cache[slot].id = k, id
+		slot = (slot + 1) % len(cache)
+		return id
+	}
+	nSamples, nx := 0, 0
+	for _, s := range ok {
+		nSamples += len(s.samples)
+		nx += len(s.xfers)
+	}
+	sid := make([]int32, 0, nSamples)
 	for _, s := range ok {
 		for _, x := range s.samples {
 			if x.key.chunk < 0 || x.key.chunk >= maxChunks {
-				continue // bad input: no schedule has such a chunk
+				sid = append(sid, -1) // bad input: no schedule has such a chunk
+				continue
 			}
-			byKey[x.key] = append(byKey[x.key], float64(x.durNs))
-			pipes[x.key.pipeline] = true
-			if x.key.kind == trace.W {
-				st.split = true
+			id := idOf(x.key)
+			cnt[id]++
+			sid = append(sid, id)
+		}
+	}
+	lists := make([][]float64, len(keysSeen))
+	for id, n := range cnt {
+		lists[id] = make([]float64, 0, n)
+	}
+	xs := make([]xferSample, 0, nx)
+	var over []float64
+	j := 0
+	for _, s := range ok {
+		for _, x := range s.samples {
+			if id := sid[j]; id >= 0 {
+				lists[id] = append(lists[id], float64(x.durNs))
 			}
-			st.v = max(st.v, int(x.key.chunk)+1)
+			j++
 		}
 		xs = append(xs, s.xfers...)
 		over = append(over, float64(s.measNs-s.windowNs))
+	}
+	byKey := make(map[sampleKey][]float64, len(keysSeen))
+	pipes := map[int32]bool{}
+	for id, k := range keysSeen {
+		byKey[k] = lists[id]
+		pipes[k.pipeline] = true
+		if k.kind == trace.W {
+			st.split = true
+		}
+		st.v = max(st.v, int(k.chunk)+1)
 	}
 	st.replicas = slices.Sorted(maps.Keys(pipes))
 	// Coarser groups pool the finer ones, in key order (deterministic).
 	byChunk, byStage := map[sampleKey][]float64{}, map[sampleKey][]float64{}
 	keys := slices.SortedFunc(maps.Keys(byKey), cmpSampleKey)
 	st.keys = keys
+	nChunk, nStage := map[sampleKey]int{}, map[sampleKey]int{}
+	for _, k := range keys {
+		nChunk[sampleKey{-1, k.stage, k.chunk, k.kind}] += len(byKey[k])
+		if k.kind.IsCompute() {
+			nStage[sampleKey{-1, k.stage, -1, k.kind}] += len(byKey[k])
+		}
+	}
+	for k, n := range nChunk {
+		byChunk[k] = make([]float64, 0, n)
+	}
+	for k, n := range nStage {
+		byStage[k] = make([]float64, 0, n)
+	}
 	for _, k := range keys {
 		st.workerN[k] = len(byKey[k])
 		ck := sampleKey{-1, k.stage, k.chunk, k.kind}
