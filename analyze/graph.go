@@ -70,6 +70,11 @@ type stepGraph struct {
 	extra    []int32
 	order    []int32 // a topological order
 
+	// Memory topo and measure use while they run, kept for the next graph
+	// built in the same graphMem.
+	scratch32 [4][]int32
+	scratch64 [2][]int64
+
 	// Results of the last run.
 	s, e []int64
 	crit []int32 // the in-edge that bound the node's start; -1: its rank's begin
@@ -118,7 +123,52 @@ type gRank struct {
 // durations, delays and the ranks' begin times are derived; otherwise each
 // op's dur is its duration, delays are 0 and every rank begins at 0.
 func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGraph, error) {
-	g := &stepGraph{step: step, ranks: ranks}
+	var m *graphMem
+	return m.newStepGraph(step, ranks, joins, measured)
+}
+
+// graphMem is memory the step graphs that one worker builds, one after
+// another, reuse: a job's step graph takes a few hundred bytes an op, and
+// fresh memory for each graph (faulted in, zeroed, collected) cost more
+// than building it. A graph built in a graphMem is valid until the next
+// one is built there; a nil *graphMem builds in fresh memory.
+type graphMem struct {
+	g      stepGraph
+	rows   []int // the step's rows
+	sorted []int // and in (rank, seq) order
+	ranks  []gRank
+	ops    []gOp
+	opNode []int32
+	opRank [][]int32
+}
+
+// grown returns s with length n, reusing its array when large enough;
+// the contents are not cleared.
+func grown[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// zeroed returns s with length n, every element zero.
+func zeroed[T any](s []T, n int) []T {
+	s = grown(s, n)
+	clear(s)
+	return s
+}
+
+// newStepGraph is newStepGraph in m's memory (nil: fresh memory).
+func (m *graphMem) newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGraph, error) {
+	g := &stepGraph{}
+	if m != nil {
+		g = &m.g
+	}
+	*g = stepGraph{step: step, ranks: ranks,
+		class: g.class, kind: g.kind, row: g.row, owner: g.owner, stage: g.stage, chunk: g.chunk, mb: g.mb,
+		opIdx: g.opIdx, prev: g.prev, other: g.other, base: g.base, meas: g.meas, delay: g.delay,
+		fromArrival: g.fromArrival, extraOff: g.extraOff, extra: g.extra, order: g.order,
+		s: g.s, e: g.e, crit: g.crit, scratch32: g.scratch32, scratch64: g.scratch64}
 	// 1. Nodes: each op, a join as an arrival and the join; then one
 	// barrier per join id.
 	n := 0
@@ -131,12 +181,21 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 		}
 	}
 	n += joins
-	g.class, g.kind = make([]nodeClass, n), make([]trace.Kind, n)
-	g.row, g.owner, g.stage, g.chunk, g.mb = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-	g.opIdx, g.prev, g.other = make([]int32, n), make([]int32, n), make([]int32, n)
-	g.base, g.meas, g.delay = make([]int64, n), make([]int64, n), make([]int64, n)
-	g.fromArrival = make([]bool, n)
-	opNode := make([][]int32, len(ranks)) // [rank][op] -> the node holding the op (the join for a join)
+	g.class, g.kind = zeroed(g.class, n), zeroed(g.kind, n)
+	g.row, g.owner, g.stage, g.chunk, g.mb = zeroed(g.row, n), zeroed(g.owner, n), zeroed(g.stage, n), zeroed(g.chunk, n), zeroed(g.mb, n)
+	g.opIdx, g.prev, g.other = zeroed(g.opIdx, n), zeroed(g.prev, n), zeroed(g.other, n)
+	g.base, g.meas, g.delay = zeroed(g.base, n), zeroed(g.meas, n), zeroed(g.delay, n)
+	g.fromArrival = zeroed(g.fromArrival, n)
+	// [rank][op] -> the node holding the op (the join for a join): each
+	// rank's part of one array.
+	var opNode [][]int32
+	var opNodes []int32
+	if m != nil {
+		m.opRank, m.opNode = grown(m.opRank, len(ranks)), grown(m.opNode, n)
+		opNode, opNodes = m.opRank, m.opNode
+	} else {
+		opNode, opNodes = make([][]int32, len(ranks)), make([]int32, n)
+	}
 	barrier := func(j int32) int32 { return int32(n-joins) + j }
 	// The ordered (src, dst) rank pairs of P2P ops, numbered as found;
 	// each rank remembers the pairs of its own ops (a rank has few peers),
@@ -184,7 +243,7 @@ func newStepGraph(step int64, ranks []gRank, joins int, measured bool) (*stepGra
 	}
 	for lr := range ranks {
 		r := &ranks[lr]
-		opNode[lr] = make([]int32, len(r.ops))
+		opNode[lr], opNodes = opNodes[:len(r.ops):len(r.ops)], opNodes[len(r.ops):]
 		last := int32(-1)
 		mine = mine[:0]
 		for k := range r.ops {
@@ -310,8 +369,9 @@ func (g *stepGraph) buildExtras(ranks []gRank, opNode [][]int32, arrivals [][]in
 	for _, l := range lists {
 		total += len(l.from)
 	}
-	g.extraOff = make([]int32, n+1)
-	g.extra = make([]int32, 0, total)
+	g.extraOff = grown(g.extraOff, n+1)
+	g.extraOff[0] = 0
+	g.extra = slices.Grow(g.extra[:0], total)
 	at := 0
 	for v := range n {
 		if at < len(lists) && lists[at].v == int32(v) {
@@ -332,8 +392,8 @@ func (g *stepGraph) extras(v int32) []int32 { return g.extra[g.extraOff[v]:g.ext
 // deadlock whatever the durations.
 func (g *stepGraph) topo() error {
 	n := g.numNodes()
-	indeg := make([]int32, n)
-	succOff := make([]int32, n+1)
+	indeg := zeroed(g.scratch32[0], n)
+	succOff := zeroed(g.scratch32[1], n+1)
 	each := func(v int32, fn func(u int32)) { // in-edges of v
 		if u := g.prev[v]; u >= 0 {
 			fn(u)
@@ -352,8 +412,9 @@ func (g *stepGraph) topo() error {
 	for i := range n {
 		succOff[i+1] += succOff[i]
 	}
-	succ := make([]int32, succOff[n])
-	fill := append([]int32(nil), succOff[:n]...)
+	succ := grown(g.scratch32[2], int(succOff[n]))
+	fill := append(g.scratch32[3][:0], succOff[:n]...)
+	defer func() { g.scratch32 = [4][]int32{indeg, succOff, succ, fill} }()
 	for v := range int32(n) {
 		each(v, func(u int32) { succ[fill[u]] = v; fill[u]++ })
 	}
@@ -363,7 +424,7 @@ func (g *stepGraph) topo() error {
 	// topological order gives the same times; this one lets run and
 	// measure read and write their per-node arrays mostly in sequence
 	// instead of hopping across every rank of the job at each level.
-	g.order = make([]int32, 0, n)
+	g.order = slices.Grow(g.order[:0], n)
 	stack := make([]int32, 0, 64)
 	for v := int32(n) - 1; v >= 0; v-- {
 		if indeg[v] == 0 {
@@ -413,7 +474,8 @@ func (g *stepGraph) anchor(v int32, s, e []int64) int64 {
 // measured times (see stepGraph), in topological order.
 func (g *stepGraph) measure() {
 	n := g.numNodes()
-	sm, em := make([]int64, n), make([]int64, n)
+	sm, em := zeroed(g.scratch64[0], n), zeroed(g.scratch64[1], n)
+	g.scratch64 = [2][]int64{sm, em}
 	op := g.opOf
 	for _, v := range g.order {
 		var ready int64 = trace.NoTime
@@ -494,7 +556,7 @@ func (g *stepGraph) opOf(v int32) *gOp {
 func (g *stepGraph) run(dur, delay []int64) (startNs, endNs int64) {
 	n := g.numNodes()
 	if len(g.s) != n {
-		g.s, g.e, g.crit = make([]int64, n), make([]int64, n), make([]int32, n)
+		g.s, g.e, g.crit = grown(g.s, n), grown(g.e, n), grown(g.crit, n)
 	}
 	s, e, crit := g.s, g.e, g.crit
 	for _, v := range g.order {

@@ -1,9 +1,9 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"cmp"
 	"slices"
 	"strconv"
 
@@ -21,12 +21,25 @@ import (
 // its own pipeline replica and TP rank: activations flow to the next stage
 // (the last wraps to the first), gradients to the previous one.
 func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, error) {
+	var m *graphMem
+	return m.traceGraph(t, step, rows, p)
+}
+
+// traceGraph is traceGraph in m's memory (nil: fresh memory).
+func (m *graphMem) traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, error) {
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("step %d: no rows", step)
 	}
-	rows = byRankSeq(t, rows)
+	var buf *[]int
+	if m != nil {
+		buf = &m.sorted
+	}
+	rows = byRankSeq(t, rows, buf)
 	// 1. Ranks and the step's earliest start (the floor of a usable post).
 	var ranks []gRank
+	if m != nil {
+		ranks = m.ranks[:0]
+	}
 	var firstRow []int
 	stepStart := int64(math.MaxInt64)
 	for k, i := range rows {
@@ -44,6 +57,17 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 		}
 	}
 	firstRow = append(firstRow, len(rows))
+	if m != nil {
+		m.ranks = ranks
+	}
+	// One op per row: each rank's program is its part of one array.
+	var ops []gOp
+	if m != nil {
+		m.ops = grown(m.ops, len(rows))
+		ops = m.ops
+	} else {
+		ops = make([]gOp, len(rows))
+	}
 	type place struct{ pipeline, stage, tp int32 }
 	byPlace := make(map[place]int32, len(ranks))
 	for lr, r := range ranks {
@@ -54,7 +78,7 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 	joinID := map[string]int32{}
 	for lr := range ranks {
 		r := &ranks[lr]
-		r.ops = make([]gOp, 0, firstRow[lr+1]-firstRow[lr])
+		r.ops = ops[firstRow[lr]:firstRow[lr]:firstRow[lr+1]]
 		optN := 0
 		groupN := map[string]int{}
 		floor := stepStart // the rank's previous anchor, measured
@@ -128,7 +152,7 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 			r.ops = append(r.ops, op)
 		}
 	}
-	return newStepGraph(step, ranks, len(joinID), true)
+	return m.newStepGraph(step, ranks, len(joinID), true)
 }
 
 // byRankSeq returns rows ordered by (rank, seq), rows of equal rank and seq
@@ -136,8 +160,9 @@ func traceGraph(t *trace.Trace, step int64, rows []int, p int) (*stepGraph, erro
 // they are in that order already. A step's rows come as its windows' rows,
 // one pipeline replica after another, each in (rank, seq) order: runs of
 // one rank in seq order, which are put in order rather than sorted row by
-// row (a sort of a whole job's step is most of building its graph).
-func byRankSeq(t *trace.Trace, rows []int) []int {
+// row (a sort of a whole job's step is most of building its graph). The
+// rows returned, when not rows, are in *buf (buf nil: fresh memory).
+func byRankSeq(t *trace.Trace, rows []int, buf *[]int) []int {
 	if sortedByRankSeq(t, rows) {
 		return rows
 	}
@@ -156,16 +181,30 @@ func byRankSeq(t *trace.Trace, rows []int) []int {
 		// Runs in order of their first rows; when the runs of one rank
 		// overlap in seq the result is not sorted, and the rows are.
 		slices.SortStableFunc(runs, func(a, b run) int { return cmpRows(rows[a.lo], rows[b.lo]) })
-		out := make([]int, 0, len(rows))
+		var out []int
+		if buf != nil {
+			out = (*buf)[:0]
+		}
+		out = slices.Grow(out, len(rows))
 		for _, r := range runs {
 			out = append(out, rows[r.lo:r.hi]...)
+		}
+		if buf != nil {
+			*buf = out
 		}
 		if sortedByRankSeq(t, out) {
 			return out
 		}
 	}
-	out := slices.Clone(rows)
+	var out []int
+	if buf != nil {
+		out = (*buf)[:0]
+	}
+	out = append(out, rows...)
 	slices.SortStableFunc(out, cmpRows)
+	if buf != nil {
+		*buf = out
+	}
 	return out
 }
 

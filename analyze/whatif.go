@@ -299,12 +299,13 @@ func baselinePass(ix *index, noDelays bool) []*stepBase {
 		}
 		out = append(out, sb)
 	})
-	forEach(len(out), func(_, k int) {
+	mem := make([]graphMem, workers(len(out)))
+	forEach(len(out), func(w, k int) {
 		sb := out[k]
 		if sb.err != nil {
 			return
 		}
-		g, err := buildStepGraph(ix, sb.ws)
+		g, err := mem[w].buildStepGraph(ix, sb.ws)
 		if err != nil {
 			sb.err = err
 			return
@@ -352,15 +353,29 @@ func baselinePass(ix *index, noDelays bool) []*stepBase {
 
 // buildStepGraph builds the graph of the step made of windows ws.
 func buildStepGraph(ix *index, ws []int) (*stepGraph, error) {
+	var m *graphMem
+	return m.buildStepGraph(ix, ws)
+}
+
+// buildStepGraph builds the graph of the step made of windows ws in m's
+// memory (nil: fresh memory): the graph is m's until m builds another.
+func (m *graphMem) buildStepGraph(ix *index, ws []int) (*stepGraph, error) {
 	n := 0
 	for _, w := range ws {
 		n += len(ix.windows[w].rows)
 	}
-	rows := make([]int, 0, n)
+	var rows []int
+	if m != nil {
+		rows = m.rows[:0]
+	}
+	rows = slices.Grow(rows, n)
 	for _, w := range ws {
 		rows = append(rows, ix.windows[w].rows...)
 	}
-	return traceGraph(ix.t, ix.windows[ws[0]].step, rows, ix.p)
+	if m != nil {
+		m.rows = rows
+	}
+	return m.traceGraph(ix.t, ix.windows[ws[0]].step, rows, ix.p)
 }
 
 // pathSummary averages the steps' critical paths and lists the path of the
@@ -402,8 +417,9 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool) [][]flo
 	for k := range out {
 		out[k] = make([]float64, len(ok))
 	}
-	forEach(len(ok), func(_, k int) {
-		g, err := buildStepGraph(ix, ok[k].ws)
+	mem := make([]graphMem, workers(len(ok)))
+	forEach(len(ok), func(w, k int) {
+		g, err := mem[w].buildStepGraph(ix, ok[k].ws)
 		if err != nil {
 			return // built once already: cannot happen
 		}
