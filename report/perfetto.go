@@ -56,7 +56,8 @@ func WritePerfetto(w io.Writer, t *trace.Trace) error {
 type perfettoWriter struct {
 	w     *bufio.Writer
 	err   error
-	first bool // an event was written: the next needs a comma
+	first bool   // an event was written: the next needs a comma
+	buf   []byte // the event slice and flow write
 }
 
 func (pw *perfettoWriter) raw(s string) {
@@ -105,16 +106,180 @@ func (pw *perfettoWriter) event(fields ...any) {
 // usTime is a time in ns written as µs with three decimals, exactly.
 type usTime int64
 
-func (u usTime) String() string {
-	ns := int64(u)
-	sign := ""
+func (u usTime) String() string { return string(appendUs(nil, int64(u))) }
+
+// appendUs appends ns as µs with three decimals, exactly ("0" for the
+// least int64, which has no opposite).
+func appendUs(b []byte, ns int64) []byte {
 	if ns < 0 {
 		if ns == math.MinInt64 {
-			return "0"
+			return append(b, '0')
 		}
-		sign, ns = "-", -ns
+		b, ns = append(b, '-'), -ns
 	}
-	return fmt.Sprintf("%s%d.%03d", sign, ns/1000, ns%1000)
+	b = strconv.AppendInt(b, ns/1000, 10)
+	f := ns % 1000
+	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+}
+
+// The events of the trace's rows are most of a Chrome trace: they are
+// written straight into a buffer, byte for byte as event would write them
+// (TestPerfettoSliceAsEvent), without an interface or a map per row.
+
+// next starts an event in pw.buf.
+func (pw *perfettoWriter) next() {
+	if pw.first {
+		pw.buf = append(pw.buf[:0], ",\n{"...)
+	} else {
+		pw.buf = append(pw.buf[:0], "\n{"...)
+		pw.first = true
+	}
+}
+
+// flush writes the event in pw.buf.
+func (pw *perfettoWriter) flush() {
+	if pw.err == nil {
+		_, pw.err = pw.w.Write(pw.buf)
+	}
+}
+
+// slice writes the complete ("X") event of row i: event("name", name,
+// "cat", cat, "ph", "X", "ts", usTime(s), "dur", usTime(e-s), "pid",
+// rank, "tid", tid, "args", {step, microbatch, chunk, stage, seq, and
+// those of issue_ns, peer, bytes, shape, dtype, tokens, flops, mem_bytes,
+// started, pending that the row has}), the args' keys sorted as
+// encoding/json sorts a map's.
+func (pw *perfettoWriter) slice(t *trace.Trace, i int, name, cat string, s, e int64, tid int, pending bool) {
+	pw.next()
+	b := append(pw.buf, `"name":`...)
+	b = appendJSONString(b, name)
+	b = append(b, `,"cat":`...)
+	b = appendJSONString(b, cat)
+	b = append(b, `,"ph":"X","ts":`...)
+	b = appendUs(b, s)
+	b = append(b, `,"dur":`...)
+	b = appendUs(b, e-s)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(t.Rank[i]), 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendInt(b, int64(tid), 10)
+	b = append(b, `,"args":{`...)
+	sep := false
+	key := func(k string) {
+		if sep {
+			b = append(b, ',')
+		}
+		sep = true
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, '"', ':')
+	}
+	num := func(k string, v int64) {
+		key(k)
+		b = strconv.AppendInt(b, v, 10)
+	}
+	str := func(k string, v string) {
+		key(k)
+		b = appendJSONString(b, v)
+	}
+	if t.Bytes[i] != 0 {
+		num("bytes", t.Bytes[i])
+	}
+	num("chunk", int64(t.Chunk[i]))
+	if t.Dtype[i] != 0 {
+		str("dtype", t.Dtype[i].String())
+	}
+	if f := t.Flops[i]; f != 0 && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		key("flops")
+		b = appendJSONFloat(b, f)
+	}
+	if t.IssueNs[i] != trace.NoTime {
+		num("issue_ns", t.IssueNs[i])
+	}
+	if t.MemBytes[i] != 0 {
+		num("mem_bytes", t.MemBytes[i])
+	}
+	num("microbatch", int64(t.MicroBatch[i]))
+	if t.Peer[i] != trace.NoRank {
+		num("peer", int64(t.Peer[i]))
+	}
+	if pending {
+		key("pending")
+		b = append(b, "true"...)
+	}
+	num("seq", t.Seq[i])
+	if t.Shape[i] != 0 {
+		str("shape", t.Shape[i].String())
+	}
+	num("stage", int64(t.Stage[i]))
+	if t.StartNs[i] == trace.NoTime {
+		key("started")
+		b = append(b, "false"...)
+	}
+	num("step", t.Step[i])
+	if t.Tokens[i] != 0 {
+		num("tokens", t.Tokens[i])
+	}
+	pw.buf = append(b, "}}"...)
+	pw.flush()
+}
+
+// flow writes the start ("s") or, end set, the end ("f", bound to the
+// enclosing slice) of flow id: what event("name", name, "cat", "p2p",
+// "ph", "s", "id", id, "ts", usTime(ts), "pid", pid, "tid", tid) writes,
+// with "ph", "f", "bp", "e" for an end.
+func (pw *perfettoWriter) flow(name string, end bool, id int, ts int64, pid int32, tid int) {
+	pw.next()
+	b := append(pw.buf, `"name":`...)
+	b = appendJSONString(b, name)
+	if end {
+		b = append(b, `,"cat":"p2p","ph":"f","bp":"e","id":`...)
+	} else {
+		b = append(b, `,"cat":"p2p","ph":"s","id":`...)
+	}
+	b = strconv.AppendInt(b, int64(id), 10)
+	b = append(b, `,"ts":`...)
+	b = appendUs(b, ts)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(pid), 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendInt(b, int64(tid), 10)
+	pw.buf = append(b, '}')
+	pw.flush()
+}
+
+// appendJSONString appends s as encoding/json writes a string: printable
+// ASCII other than the quote, the backslash and <, > and & (which it
+// escapes for HTML) as is; anything else through encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for k := 0; k < len(s); k++ {
+		if c := s[k]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendJSONFloat appends f (finite) as encoding/json writes a float64:
+// the shortest decimal that reads back as f, in exponent form below 1e-6
+// and from 1e21 on, with a one-digit negative exponent written as such
+// (1e-7, not 1e-07).
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
 
 // lanes assigns ops of one (rank, track) to lanes so none overlap.
@@ -203,46 +368,13 @@ func writePerfettoEvents(pw *perfettoWriter, t *trace.Trace) {
 		if pending {
 			name += " (pending)"
 		}
-		args := map[string]any{"step": t.Step[i], "microbatch": t.MicroBatch[i], "chunk": t.Chunk[i], "stage": t.Stage[i],
-			"seq": t.Seq[i]}
-		if t.IssueNs[i] != trace.NoTime {
-			args["issue_ns"] = t.IssueNs[i]
-		}
-		if t.Peer[i] != trace.NoRank {
-			args["peer"] = t.Peer[i]
-		}
-		if t.Bytes[i] != 0 {
-			args["bytes"] = t.Bytes[i]
-		}
-		if t.Shape[i] != 0 {
-			args["shape"] = t.Shape[i].String()
-		}
-		if t.Dtype[i] != 0 {
-			args["dtype"] = t.Dtype[i].String()
-		}
-		if t.Tokens[i] != 0 {
-			args["tokens"] = t.Tokens[i]
-		}
-		if t.Flops[i] != 0 && !math.IsInf(t.Flops[i], 0) && !math.IsNaN(t.Flops[i]) {
-			args["flops"] = t.Flops[i]
-		}
-		if t.MemBytes[i] != 0 {
-			args["mem_bytes"] = t.MemBytes[i]
-		}
-		if t.StartNs[i] == trace.NoTime {
-			args["started"] = false
-		}
-		if pending {
-			args["pending"] = true
-		}
 		cat := "compute"
 		if k.IsP2P() {
 			cat = "p2p"
 		} else if !k.IsCompute() {
 			cat = "other"
 		}
-		pw.event("name", name, "cat", cat, "ph", "X", "ts", usTime(s), "dur", usTime(e-s),
-			"pid", int32(t.Rank[i]), "tid", tid[i], "args", args)
+		pw.slice(t, i, name, cat, s, e, tid[i], pending)
 	}
 	// 3. Flows: send -> matched receive, bound to the enclosing slices.
 	id := 0
@@ -256,8 +388,8 @@ func writePerfettoEvents(pw *perfettoWriter, t *trace.Trace) {
 		// later of the two starts (clipped to the receive).
 		ts := min(max(ss[0], rs[0]), rs[1])
 		name := t.Kind[p.Send].String() + " -> " + t.Kind[p.Recv].String()
-		pw.event("name", name, "cat", "p2p", "ph", "s", "id", id, "ts", usTime(ss[0]), "pid", int32(t.Rank[p.Send]), "tid", tid[p.Send])
-		pw.event("name", name, "cat", "p2p", "ph", "f", "bp", "e", "id", id, "ts", usTime(ts), "pid", int32(t.Rank[p.Recv]), "tid", tid[p.Recv])
+		pw.flow(name, false, id, ss[0], int32(t.Rank[p.Send]), tid[p.Send])
+		pw.flow(name, true, id, ts, int32(t.Rank[p.Recv]), tid[p.Recv])
 	}
 	// 4. Names and order of processes and threads.
 	for _, r := range ranks {
