@@ -75,6 +75,11 @@ type WhatIfOptions struct {
 	// the launch delays (gaps between an op's readiness and its start)
 	// removed, as a study that simulates only the dependencies does.
 	NoLaunchDelays bool
+	// Analysis is Run's report of the same trace and Step, when the caller
+	// has one (report renders both): RunWhatIf then takes the schedule
+	// and the job's shape from it instead of analysing the trace again.
+	// Nil: RunWhatIf runs the analysis.
+	Analysis *Report
 }
 
 // WhatIf is the result of RunWhatIf. Times are ms.
@@ -128,7 +133,8 @@ type Scenario struct {
 // them the same way. It also separates a slow worker from a slow stage
 // (Verdict) and finds the critical path. t is not modified.
 //
-//  1. analyse t (Run) for the schedule and the job's shape;
+//  1. analyse t (Run, unless opt.Analysis is its report) for the
+//     schedule and the job's shape;
 //  2. re-time each step whose events all ended with measured durations:
 //     baseline, critical path, samples of every compute and transfer;
 //  3. derive each scenario's changes from the samples (medians);
@@ -144,9 +150,11 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 	if step < 0 {
 		step = AllSteps
 	}
-	rep, err := Run(t, Options{Step: step})
-	if err != nil {
-		return nil, err
+	rep := opt.Analysis
+	if rep == nil {
+		if rep, err = Run(t, Options{Step: step}); err != nil {
+			return nil, err
+		}
 	}
 	ix := newIndex(t, Options{Step: step})
 	wi := &WhatIf{Stages: ix.p, MicroBatches: rep.Job.MicroBatches, Replicas: replicas(ix)}

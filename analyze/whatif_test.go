@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -218,6 +219,36 @@ func TestWhatIfOptions(t *testing.T) {
 		}
 		if sc.Name == ScenarioBalanced && !near(sc.StepMs, wi.StepMs) {
 			t.Errorf("uniform stages: balanced %v ms, measured %v", sc.StepMs, wi.StepMs)
+		}
+	}
+}
+
+// TestWhatIfGivenAnalysis: given the trace's analysis (as report has it),
+// RunWhatIf answers what it answers when it runs the analysis itself.
+func TestWhatIfGivenAnalysis(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "interleaved", Virtual: 2, Stages: 4, MicroBatches: 8, Steps: 3, DP: 2,
+		P2PLatencyUs: 20, Jitter: 0.05, Seed: 4, SlowRanks: []sim.SlowRank{{Pipeline: 1, Stage: 2, Factor: 1.4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []int64{AllSteps, 1} {
+		want, err := RunWhatIf(tr, WhatIfOptions{Step: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Run(tr, Options{Step: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := RunWhatIf(tr, WhatIfOptions{Step: step, Analysis: rep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("step %d: given the analysis\n%+v\nwant\n%+v", step, got, want)
+		}
+		if want.Schedule != "interleaved" || want.Virtual != 2 {
+			t.Errorf("step %d: schedule %q v=%d", step, want.Schedule, want.Virtual)
 		}
 	}
 }

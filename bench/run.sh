@@ -8,9 +8,10 @@
 # (ppprof simulate --fleet: PP 16 x TP 8 x DP 32 = 4096 ranks, interleaved
 # v=2, 64 micro-batches, LZ4; about 3.08M events per step) into $BENCH_DIR,
 # reads it into the page cache, and prints one table: the machine's limits on
-# the same bytes beside decode, ingest, analysis (1 core and all), end to end,
-# hang, memory, disk, 256 vs 4096 ranks; then the Kineto JSON reader and the
-# collector's hot path (their go test benchmarks). Every figure is a median.
+# the same bytes beside decode, ingest, analysis (1 core and all), end to end
+# (analyze and whatif), hang, memory, disk, 256 vs 4096 ranks; then the
+# Kineto JSON reader and the collector's hot path (their go test
+# benchmarks). Every figure is a median.
 # Runs take a few minutes; nothing here asserts a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."

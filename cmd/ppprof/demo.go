@@ -105,7 +105,7 @@ func demoRun(opts *demoOptions) error {
 	}
 	htmlPath := filepath.Join(dir, "report.html")
 	hopt := report.HTMLOptions{Step: analyze.AllSteps}
-	if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: analyze.AllSteps}); err == nil {
+	if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: analyze.AllSteps, Analysis: rep}); err == nil {
 		hopt.WhatIf = wi
 	}
 	if err := writeFileAtomic(htmlPath, func(w io.Writer) error {

@@ -103,7 +103,7 @@ func reportRun(opts *reportOptions) error {
 	}
 	if opts.html != "" {
 		hopt := report.HTMLOptions{Step: step, Hang: hangReport(t, res, opts.stderr, opts.quiet)}
-		if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step}); err == nil {
+		if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Analysis: rep}); err == nil {
 			hopt.WhatIf = wi
 		} else if !opts.quiet {
 			fmt.Fprintf(opts.stderr, "ppprof: warning: no what-if section: %v\n", err)

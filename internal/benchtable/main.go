@@ -1,8 +1,9 @@
 // Command benchtable measures ppprof's throughput on a fleet trace and prints
 // one table: the machine's limits (reading the files from page cache,
 // scanning their pages) beside Arrow decoding, ingest, analysis on one core
-// and on all, end to end in a fresh process, hang diagnosis, memory per
-// event and the per-event cost at 256 versus 4096 ranks.
+// and on all, end to end in a fresh process (analyze, and whatif), hang
+// diagnosis, memory per event and the per-event cost at 256 versus 4096
+// ranks.
 //
 // Run it through bench/run.sh, which builds ppprof, writes the fleet trace
 // and adds the Kineto and collector benchmarks. Every figure is the median
@@ -40,7 +41,7 @@ func main() {
 	dir := flag.String("dir", "", "directory of per-rank Arrow streams (ppprof simulate --fleet -o DIR)")
 	bin := flag.String("ppprof", "", "ppprof binary, for the end-to-end run in a fresh process")
 	runs := flag.Int("runs", 5, "runs per measurement; the median is reported")
-	only := flag.String("only", "", "comma-separated sections to run (read,decode,open,analyze,e2e,stream,hang,scale,disk); all when empty")
+	only := flag.String("only", "", "comma-separated sections to run (read,decode,open,analyze,e2e,stream,whatif,hang,scale,disk); all when empty")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	footer := flag.Bool("footer", true, "print the load average after the table (bench/run.sh adds rows first)")
 	flag.Parse()
@@ -61,9 +62,12 @@ func main() {
 		// child's peak RSS (wait4's ru_maxrss) counts its parent's RSS
 		// at fork on Linux, so they must be started while this process
 		// is small. Their rows are printed in their place below.
-		var e2eRows, streamRows func()
+		var e2eRows, streamRows, whatIfRows func()
 		if want("e2e") && b.bin != "" {
 			e2eRows = b.e2e(false)
+		}
+		if want("whatif") && b.bin != "" {
+			whatIfRows = b.whatIf()
 		}
 		if want("stream") && b.bin != "" {
 			streamRows = b.e2e(true)
@@ -82,6 +86,9 @@ func main() {
 		}
 		if streamRows != nil {
 			streamRows()
+		}
+		if whatIfRows != nil {
+			whatIfRows()
 		}
 		if want("disk") {
 			b.disk()
@@ -544,6 +551,41 @@ func (b *bench) e2e(streamed bool) func() {
 		if b.readSecs > 0 && b.decodeSecs > 0 {
 			row("  ... as a ratio", fmt.Sprintf("%.1fx read, %.1fx decode", s.med/b.readSecs, s.med/b.decodeSecs), "end to end over the page-cache read and the decode alone")
 		}
+	}
+}
+
+// whatIf runs `ppprof whatif DIR` in a fresh process, three runs at most
+// (each re-times every step of the whole job once per scenario): wall
+// time and peak resident memory. Like e2e it measures at once and returns
+// what prints its row.
+func (b *bench) whatIf() func() {
+	var rss int64
+	runs := b.runs
+	b.runs = min(runs, 3)
+	defer func() { b.runs = runs }()
+	s := b.measure(false, func() {
+		cmd := exec.Command(b.bin, "whatif", b.dir, "--format", "json", "-q")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fail(fmt.Errorf("ppprof whatif: %w", err))
+		}
+		var w struct {
+			Schema string `json:"schema"`
+			Steps  int    `json:"steps"`
+		}
+		if json.Unmarshal(out.Bytes(), &w) != nil || w.Schema != analyze.WhatIfSchema || w.Steps == 0 {
+			fail(fmt.Errorf("ppprof whatif: unexpected output"))
+		}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = max(rss, ru.Maxrss*1024)
+		}
+	})
+	return func() {
+		n := float64(b.events)
+		row(fmt.Sprintf("ppprof whatif DIR (fresh process), %d cores", b.procs), rate(n, s, "events/s"),
+			fmt.Sprintf("%.1f s, %d runs; peak RSS %.2f GB; the analysis, then every step's graph built and re-timed twice (measured, then each scenario)",
+				s.med, min(runs, 3), float64(rss)/1e9))
 	}
 }
 
