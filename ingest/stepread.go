@@ -288,3 +288,39 @@ func copyShape(dst *trace.Trace, off int, src *trace.Trace) {
 	copy(dst.MicroBatch[off:], src.MicroBatch)
 	copy(dst.Chunk[off:], src.Chunk)
 }
+
+// ReadStep returns every row of step, from every chunk, as one trace in
+// (rank, seq) order with the job's metadata: what a command that needs one
+// step whole (ppprof whatif --step N) reads of a trace too large to read
+// whole. Each chunk is read as ChunkStep reads it (of an Arrow rank file
+// only the record batches holding the step are decoded whole, of the
+// others the columns the job's shape needs) and only the step's rows are
+// kept. progress, when not nil, is told the chunks read.
+func (c *Chunks) ReadStep(step int64, progress func(done, total int)) (*trace.Trace, error) {
+	out := &trace.Trace{}
+	for i := range c.NumChunks() {
+		rows, _, err := c.ChunkStep(i, step)
+		if err != nil {
+			return nil, err
+		}
+		for lo, n := 0, rows.Len(); lo < n; {
+			if rows.Step[lo] != step {
+				lo++
+				continue
+			}
+			hi := lo + 1
+			for hi < n && rows.Step[hi] == step {
+				hi++
+			}
+			out.AppendRows(rows, lo, hi)
+			lo = hi
+		}
+		if progress != nil {
+			progress(i+1, c.NumChunks())
+		}
+	}
+	c.recycleShapes()
+	out.Meta = c.meta
+	out.SortByRankSeq()
+	return out, nil
+}

@@ -336,3 +336,53 @@ func TestChunkStepApart(t *testing.T) {
 		}
 	}
 }
+
+// TestReadStep: the rows ReadStep gathers of a step, from every chunk, are
+// Open's rows of that step, in (rank, seq) order with the job's metadata;
+// a step without rows gives an empty trace.
+func TestReadStep(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 4, DP: 3, TP: 2, Steps: 3,
+		Jitter: 0.1, Seed: 4, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFilesBatch(t, t.TempDir(), tr, 8)
+	whole, err := Open([]string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenChunks([]string{dir}, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NumChunks() < 3 {
+		t.Fatalf("%d chunks: want one per replica", c.NumChunks())
+	}
+	for step := int64(0); step <= 3; step++ {
+		var calls []int
+		got, err := c.ReadStep(step, func(done, total int) {
+			if total != c.NumChunks() {
+				t.Errorf("progress total %d, want %d", total, c.NumChunks())
+			}
+			calls = append(calls, done)
+		})
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		want := &trace.Trace{Meta: whole.Trace.Meta}
+		for j := range whole.Trace.Len() {
+			if whole.Trace.Step[j] == step {
+				want.AppendRows(whole.Trace, j, j+1)
+			}
+		}
+		if d := trace.Diff(got, want); d != "" {
+			t.Fatalf("step %d: ReadStep differs from Open's rows of the step: %s", step, d)
+		}
+		if step == 3 && got.Len() != 0 {
+			t.Errorf("step 3 (none): %d rows", got.Len())
+		}
+		if len(calls) != c.NumChunks() || calls[len(calls)-1] != c.NumChunks() {
+			t.Errorf("step %d: progress %v", step, calls)
+		}
+	}
+}

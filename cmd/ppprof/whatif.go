@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/report"
+	"github.com/ppprof/ppprof/trace"
 	"github.com/spf13/cobra"
 )
 
@@ -15,6 +18,8 @@ type whatIfOptions struct {
 	step      string
 	scenarios []string
 	quiet     bool
+	stream    string // --stream: auto, always or never
+	memory    string // --max-memory
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -39,7 +44,12 @@ of each scenario:
 
 It also says whether a slow worker (one replica) or a slow stage (every
 replica) costs the time, and prints the critical path. Definitions and
-assumptions: docs/whatif.md.`,
+assumptions: docs/whatif.md.
+
+The what-if of every step reads the trace whole. With --step N, a trace
+too large for that (--stream, ppprof's own formats only) is read one
+pipeline replica at a time, keeping only step N's events: the what-if of
+one step of a fleet-sized job.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
@@ -50,8 +60,18 @@ assumptions: docs/whatif.md.`,
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")
 	cmd.Flags().StringArrayVar(&opts.scenarios, "scenario", nil, "a scenario to report (repeatable; default all)")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "with --step N, read only that step's events, a few pipeline replicas at a time (for traces too large to read whole): auto, always or never")
+	cmd.Flags().StringVar(&opts.memory, "max-memory", "", "memory the what-if may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	return cmd
 }
+
+// whatIfBytesPerEvent is what whatif needs per event of a trace it reads
+// whole (the model, the analysis, the samples of every step, two step
+// graphs at a time), measured on the 24.7M-event fleet trace: 310 bytes
+// (docs/performance.md "Before and after the tenth session"). --stream
+// auto reads one step (with --step N) when the input would need more than
+// half the memory.
+const whatIfBytesPerEvent = 320
 
 func whatIfRun(opts *whatIfOptions) error {
 	format, err := report.ParseFormat(opts.format)
@@ -65,16 +85,71 @@ func whatIfRun(opts *whatIfOptions) error {
 	if err := analyze.CheckScenarios(opts.scenarios); err != nil {
 		return fmt.Errorf("--scenario: %w", err)
 	}
-	if err := checkFitsWhole(opts.paths, "whatif reads its input whole; give it the files of fewer pipeline replicas (e.g. one replica's rank files), or use ppprof analyze, which streams"); err != nil {
-		return err
-	}
-	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	plan, err := planStreamFor(opts.paths, opts.stream, opts.memory, false, whatIfBytesPerEvent)
 	if err != nil {
 		return err
 	}
-	wi, err := analyze.RunWhatIf(res.Trace, analyze.WhatIfOptions{Step: step, Scenarios: opts.scenarios})
+	var t *trace.Trace
+	if plan.stream && step < 0 {
+		if opts.stream == "always" {
+			return errors.New("--stream always reads one step: give --step N (the what-if of every step reads the trace whole)")
+		}
+		plan.stream = false // auto: as large as it is, read whole if it fits
+	}
+	if plan.stream {
+		t, err = whatIfStep(opts, step, plan)
+	} else {
+		t, err = whatIfWhole(opts)
+	}
+	if err != nil {
+		return err
+	}
+	wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Scenarios: opts.scenarios})
 	if err != nil {
 		return fmt.Errorf("what-if on %s: %w", describePaths(opts.paths), err)
 	}
 	return report.WriteWhatIf(opts.stdout, wi, format)
+}
+
+// whatIfWhole reads the input whole for the what-if, refusing before it
+// decodes anything an input that cannot fit.
+func whatIfWhole(opts *whatIfOptions) (*trace.Trace, error) {
+	if err := checkFitsWhole(opts.paths, "whatif reads its input whole; give --step N (one step is read, a few pipeline replicas at a time), give it the files of fewer pipeline replicas, or use ppprof analyze, which streams"); err != nil {
+		return nil, err
+	}
+	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	if err != nil {
+		return nil, err
+	}
+	return res.Trace, nil
+}
+
+// whatIfStep reads step's events of the input, a few pipeline replicas at
+// a time (ingest.Chunks.ReadStep). Under --stream auto, input that cannot
+// be chunked (other tools' formats) is read whole after all.
+func whatIfStep(opts *whatIfOptions, step int64, plan streamPlan) (*trace.Trace, error) {
+	setMemoryLimit()
+	opt, prog := readingOptions(opts.stderr, opts.quiet)
+	ch, err := ingest.OpenChunks(opts.paths, plan.chunkRows, opt)
+	prog.done()
+	if errors.Is(err, ingest.ErrNotChunkable) && plan.mode == "auto" {
+		return whatIfWhole(opts)
+	}
+	if err != nil {
+		if errors.Is(err, ingest.ErrNotChunkable) {
+			return nil, fmt.Errorf("--stream always: %w: use --stream never", err)
+		}
+		return nil, err
+	}
+	if err := checkChunksFit(ch, opts.paths, "whatif --step reads a pipeline replica at a time (its step's events whole, the others' shape columns)"); err != nil {
+		return nil, err
+	}
+	bar := newProgress(opts.stderr, fmt.Sprintf("reading step %d", step), int64(ch.NumChunks()), "chunks", opts.quiet)
+	t, err := ch.ReadStep(step, func(done, total int) { bar.set(int64(done)) })
+	bar.done()
+	if err != nil {
+		return nil, err
+	}
+	readAs("streamed")
+	return t, nil
 }

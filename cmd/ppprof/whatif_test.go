@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -72,11 +73,73 @@ func TestWhatIfCommandErrors(t *testing.T) {
 		{[]string{"whatif", tr, "--step", "x"}, "--step"},
 		{[]string{"whatif", filepath.Join(t.TempDir(), "missing.arrow")}, "missing.arrow"},
 		{[]string{"whatif", tr, "--step", "7"}, "step 7"},
+		{[]string{"whatif", tr, "--stream", "sideways"}, `--stream "sideways"`},
+		{[]string{"whatif", tr, "--stream", "always"}, "give --step N"},
+		{[]string{"whatif", tr, "--step", "0", "--max-memory", "lots"}, "--max-memory"},
 	} {
 		_, errs, code := ppprof(t, tc.args...)
 		if code != 1 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// TestWhatIfStepStream: the what-if of one step read a few pipeline
+// replicas at a time (--stream always, and auto under a small memory
+// budget), keeping only that step's events, prints what it prints read
+// whole; what cannot be streamed is refused under always and read whole
+// under auto.
+func TestWhatIfStepStream(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "interleaved", "--stages", "4", "--microbatches", "8",
+		"--steps", "3", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1",
+		"--fleet-batch-rows", "64", "-o", dir); code != 0 {
+		t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
+	}
+	var modes []string
+	defer func(f func(string)) { readAs = f }(readAs)
+	readAs = func(m string) { modes = append(modes, m) }
+	for _, step := range []string{"0", "2"} {
+		for _, format := range []string{"json", "text"} {
+			whole, stderr, code := ppprof(t, "whatif", "--stream", "never", "--step", step, "--format", format, dir)
+			if code != 0 {
+				t.Fatalf("--stream never: exit %d: %s", code, stderr)
+			}
+			if format == "json" && !strings.Contains(whole, `"steps": 1`) {
+				t.Fatalf("--step %s: not one step replayed: %s", step, whole)
+			}
+			for _, args := range [][]string{{"--stream", "always"}, {"--stream", "always", "--max-memory", "64K"}, {"--max-memory", "64K"}} {
+				modes = nil
+				got, stderr, code := ppprof(t, append([]string{"whatif", "--step", step, "--format", format, dir}, args...)...)
+				if code != 0 || got != whole {
+					t.Errorf("--step %s %v --format %s: exit %d (%s), same output %v", step, args, format, code, stderr, got == whole)
+				}
+				if !slices.Equal(modes, []string{"streamed"}) {
+					t.Errorf("--step %s %v: read %v, want streamed", step, args, modes)
+				}
+			}
+		}
+	}
+	// The default on a small job, and every step: read whole.
+	modes = nil
+	if _, stderr, code := ppprof(t, "whatif", "--step", "1", dir); code != 0 || len(modes) != 0 {
+		t.Errorf("auto on a small job: exit %d (%s), read %v", code, stderr, modes)
+	}
+	if _, stderr, code := ppprof(t, "whatif", "--max-memory", "64K", dir); code != 0 || len(modes) != 0 {
+		t.Errorf("every step under a small budget: exit %d (%s), read %v", code, stderr, modes)
+	}
+	// Other tools' formats are not streamed.
+	prof, err := filepath.Abs("../../ingest/testdata/torchprof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := ppprof(t, "whatif", "--step", "0", "--stream", "always", prof); code != 1 || !strings.Contains(stderr, "--stream never") {
+		t.Errorf("--stream always of Kineto files: exit %d, %q", code, stderr)
+	}
+	a, _, c1 := ppprof(t, "whatif", "--step", "0", "--max-memory", "64K", "--format", "json", prof)
+	b, _, c2 := ppprof(t, "whatif", "--step", "0", "--stream", "never", "--format", "json", prof)
+	if c1 != c2 || a != b {
+		t.Errorf("Kineto, auto under a small budget vs never: exits %d %d, same output %v", c1, c2, a == b)
 	}
 }
 
