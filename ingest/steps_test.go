@@ -197,25 +197,33 @@ func writeArrowStream(t *testing.T, path string, tr *trace.Trace) {
 	}
 }
 
+// rankFilesJob simulates c into one Arrow stream per rank (batches of
+// batch rows) and returns the job read whole and in chunks of one replica.
+func rankFilesJob(t *testing.T, c sim.Config, batch int) (*Result, *Chunks) {
+	t.Helper()
+	tr, err := sim.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFilesBatch(t, t.TempDir(), tr, batch)
+	whole, err := Open([]string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := OpenChunks([]string{dir}, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return whole, ch
+}
+
 // TestChunkStep: a chunk read for one step holds Open's rows of that step
 // for the chunk's ranks (and no rows of other steps, rank files being
 // one run of each step), and the shape of all its rows: Chunk's columns.
 // A chunk cut between steps is read whole.
 func TestChunkStep(t *testing.T) {
-	tr, err := sim.Run(sim.Config{Schedule: "interleaved", Stages: 4, MicroBatches: 8, DP: 2, TP: 2, Steps: 4,
-		Jitter: 0.1, Seed: 9, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := writeRankFilesBatch(t, t.TempDir(), tr, 16)
-	whole, err := Open([]string{dir}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := OpenChunks([]string{dir}, 1, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	whole, c := rankFilesJob(t, sim.Config{Schedule: "interleaved", Stages: 4, MicroBatches: 8, DP: 2, TP: 2, Steps: 4,
+		Jitter: 0.1, Seed: 9, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100}, 16)
 	check := func(c *Chunks) {
 		for i := range c.NumChunks() {
 			all, err := c.Chunk(i)
@@ -341,20 +349,8 @@ func TestChunkStepApart(t *testing.T) {
 // Open's rows of that step, in (rank, seq) order with the job's metadata;
 // a step without rows gives an empty trace.
 func TestReadStep(t *testing.T) {
-	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 4, DP: 3, TP: 2, Steps: 3,
-		Jitter: 0.1, Seed: 4, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := writeRankFilesBatch(t, t.TempDir(), tr, 8)
-	whole, err := Open([]string{dir}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := OpenChunks([]string{dir}, 1, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	whole, c := rankFilesJob(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 4, DP: 3, TP: 2, Steps: 3,
+		Jitter: 0.1, Seed: 4, OptMs: 1, P2PLatencyUs: 10, P2PGbps: 100}, 8)
 	if c.NumChunks() < 3 {
 		t.Fatalf("%d chunks: want one per replica", c.NumChunks())
 	}

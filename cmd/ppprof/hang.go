@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -132,17 +131,11 @@ func hangWhole(opts *hangOptions) (*hang.Report, error) {
 // cannot be chunked (other tools' formats, Flight Recorder dumps) is read
 // whole after all.
 func hangStreamed(opts *hangOptions, plan streamPlan) (*hang.Report, error) {
-	setMemoryLimit()
-	opt, prog := readingOptions(opts.stderr, opts.quiet)
-	ch, err := ingest.OpenChunks(opts.paths, plan.chunkRows, opt)
-	prog.done()
-	if errors.Is(err, ingest.ErrNotChunkable) && plan.mode == "auto" {
+	ch, whole, err := openChunks(opts.paths, plan, opts.stderr, opts.quiet)
+	if whole {
 		return hangWhole(opts)
 	}
 	if err != nil {
-		if errors.Is(err, ingest.ErrNotChunkable) {
-			return nil, fmt.Errorf("--stream always: %w: use --stream never", err)
-		}
 		return nil, err
 	}
 	if err := checkChunksFit(ch, opts.paths, "hang matches each replica's P2P ops over its whole history, so it reads a replica at once"); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"runtime/debug"
 	"strconv"
@@ -194,6 +195,24 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 		return nil, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}
 	return rep, nil
+}
+
+// openChunks opens paths as chunks of plan.chunkRows events for a
+// streamed command (with progress on stderr). whole is true when the
+// input cannot be chunked (other tools' formats) and --stream is auto:
+// the command reads it whole after all. Under always that is an error.
+func openChunks(paths []string, plan streamPlan, stderr io.Writer, quiet bool) (ch *ingest.Chunks, whole bool, err error) {
+	setMemoryLimit()
+	opt, prog := readingOptions(stderr, quiet)
+	ch, err = ingest.OpenChunks(paths, plan.chunkRows, opt)
+	prog.done()
+	if errors.Is(err, ingest.ErrNotChunkable) {
+		if plan.mode == "auto" {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("--stream always: %w: use --stream never", err)
+	}
+	return ch, false, err
 }
 
 // checkChunksFit fails when a chunk of ch (a pipeline replica, or part of

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/ppprof/ppprof/analyze"
-	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/report"
 	"github.com/ppprof/ppprof/trace"
 	"github.com/spf13/cobra"
@@ -128,17 +127,11 @@ func whatIfWhole(opts *whatIfOptions) (*trace.Trace, error) {
 // a time (ingest.Chunks.ReadStep). Under --stream auto, input that cannot
 // be chunked (other tools' formats) is read whole after all.
 func whatIfStep(opts *whatIfOptions, step int64, plan streamPlan) (*trace.Trace, error) {
-	setMemoryLimit()
-	opt, prog := readingOptions(opts.stderr, opts.quiet)
-	ch, err := ingest.OpenChunks(opts.paths, plan.chunkRows, opt)
-	prog.done()
-	if errors.Is(err, ingest.ErrNotChunkable) && plan.mode == "auto" {
+	ch, whole, err := openChunks(opts.paths, plan, opts.stderr, opts.quiet)
+	if whole {
 		return whatIfWhole(opts)
 	}
 	if err != nil {
-		if errors.Is(err, ingest.ErrNotChunkable) {
-			return nil, fmt.Errorf("--stream always: %w: use --stream never", err)
-		}
 		return nil, err
 	}
 	if err := checkChunksFit(ch, opts.paths, "whatif --step reads a pipeline replica at a time (its step's events whole, the others' shape columns)"); err != nil {

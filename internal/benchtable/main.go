@@ -518,27 +518,15 @@ func modelBytes() int {
 // 0.8 GB, the others read again), what a trace larger than memory costs. It measures at once and returns
 // what prints its rows (after the read and decode rows, for the ratios).
 func (b *bench) e2e(streamed bool) func() {
-	var rss int64
 	args := []string{"analyze", b.dir, "--format", "json", "-q", "--stream", "never"}
 	if streamed {
 		args = []string{"analyze", b.dir, "--format", "json", "-q", "--stream", "always", "--max-memory", "2G"}
 	}
-	s := b.measure(false, func() {
-		cmd := exec.Command(b.bin, args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fail(fmt.Errorf("ppprof analyze: %w", err))
-		}
+	s, rss := b.fresh(args, func(out []byte) bool {
 		var a struct {
 			Schema string `json:"schema"`
 		}
-		if json.Unmarshal(out.Bytes(), &a) != nil || a.Schema != analyze.SchemaID {
-			fail(fmt.Errorf("ppprof analyze: unexpected output"))
-		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = max(rss, ru.Maxrss*1024)
-		}
+		return json.Unmarshal(out, &a) == nil && a.Schema == analyze.SchemaID
 	})
 	return func() {
 		n := float64(b.events)
@@ -559,34 +547,43 @@ func (b *bench) e2e(streamed bool) func() {
 // time and peak resident memory. Like e2e it measures at once and returns
 // what prints its row.
 func (b *bench) whatIf() func() {
-	var rss int64
 	runs := b.runs
 	b.runs = min(runs, 3)
-	defer func() { b.runs = runs }()
-	s := b.measure(false, func() {
-		cmd := exec.Command(b.bin, "whatif", b.dir, "--format", "json", "-q")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fail(fmt.Errorf("ppprof whatif: %w", err))
-		}
+	s, rss := b.fresh([]string{"whatif", b.dir, "--format", "json", "-q"}, func(out []byte) bool {
 		var w struct {
 			Schema string `json:"schema"`
 			Steps  int    `json:"steps"`
 		}
-		if json.Unmarshal(out.Bytes(), &w) != nil || w.Schema != analyze.WhatIfSchema || w.Steps == 0 {
-			fail(fmt.Errorf("ppprof whatif: unexpected output"))
-		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = max(rss, ru.Maxrss*1024)
-		}
+		return json.Unmarshal(out, &w) == nil && w.Schema == analyze.WhatIfSchema && w.Steps > 0
 	})
+	b.runs = runs
 	return func() {
 		n := float64(b.events)
 		row(fmt.Sprintf("ppprof whatif DIR (fresh process), %d cores", b.procs), rate(n, s, "events/s"),
 			fmt.Sprintf("%.1f s, %d runs; peak RSS %.2f GB; the analysis, then every step's graph built and re-timed twice (measured, then each scenario)",
 				s.med, min(runs, 3), float64(rss)/1e9))
 	}
+}
+
+// fresh measures `ppprof ARGS` in a fresh process, b.runs times: the
+// wall time and the largest peak resident memory. ok checks its output.
+func (b *bench) fresh(args []string, ok func(out []byte) bool) (stats, int64) {
+	var rss int64
+	s := b.measure(false, func() {
+		cmd := exec.Command(b.bin, args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fail(fmt.Errorf("ppprof %s: %w", args[0], err))
+		}
+		if !ok(out.Bytes()) {
+			fail(fmt.Errorf("ppprof %s: unexpected output", args[0]))
+		}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = max(rss, ru.Maxrss*1024)
+		}
+	})
+	return s, rss
 }
 
 // disk reports the fleet trace's bytes per event, and those of a sample of
