@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/analyze/hang"
@@ -25,6 +27,8 @@ type reportOptions struct {
 	step   string
 	quiet  bool
 	maps   []string
+	stream string // --stream: auto, always or never
+	memory string // --max-memory
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -51,7 +55,10 @@ drag to pan, hover for an op's details), the charts and every table.
 
 --step N analyses and draws step N; by default every step is analysed and
 the timeline shows the first step with a pending op, else the complete step
-of median length. See docs/report.md.`,
+of median length. With --step N, a trace too large to read whole (--stream;
+ppprof's own formats only) is analysed and diagnosed a few pipeline
+replicas at a time and only step N's events are kept for the drawings and
+the what-if: the same report. See docs/report.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
@@ -66,6 +73,8 @@ of median length. See docs/report.md.`,
 	f.StringVar(&opts.panels, "panels", "all", "PNG panels, comma-separated: timeline, waterfall, stages, memory (or all)")
 	f.StringVar(&opts.step, "step", "all", "the step to analyse and draw (a number), or all")
 	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	f.StringVar(&opts.stream, "stream", "auto", "with --step N, read the input a few pipeline replicas at a time, keeping only that step's events (for traces too large to read whole): auto, always or never")
+	f.StringVar(&opts.memory, "max-memory", "", "memory the report may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	addMapFlag(cmd, &opts.maps)
 	return cmd
 }
@@ -82,18 +91,26 @@ func reportRun(opts *reportOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkFitsWhole(opts.paths, "report reads its input whole; use ppprof analyze (which streams) for the numbers, or report on fewer files (a pipeline replica's rank files)"); err != nil {
-		return err
-	}
-	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	plan, err := planStreamFor(opts.paths, opts.stream, opts.memory, len(opts.maps) > 0, whatIfBytesPerEvent)
 	if err != nil {
 		return err
 	}
-	t := res.Trace
-	rep, err := analyze.Run(t, analyze.Options{Step: step})
-	if err != nil {
-		return fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
+	if plan.stream && step < 0 {
+		if opts.stream == "always" {
+			return errors.New("--stream always reads one step: give --step N (the report of every step reads the trace whole)")
+		}
+		plan.stream = false // auto: as large as it is, read whole if it fits
 	}
+	var in reportInput
+	if plan.stream {
+		in, err = reportStep(opts, step, plan)
+	} else {
+		in, err = reportWhole(opts, step)
+	}
+	if err != nil {
+		return err
+	}
+	t, rep := in.t, in.rep
 	if opts.png != "" {
 		popt := report.PNGOptions{Width: opts.width, Height: opts.height, Panels: panels, Step: step}
 		if err := writeFileAtomic(opts.png, func(w io.Writer) error { return report.WritePNG(w, t, rep, popt) }); err != nil {
@@ -102,7 +119,7 @@ func reportRun(opts *reportOptions) error {
 		fmt.Fprintf(opts.stdout, "PNG report:  %s\n", opts.png)
 	}
 	if opts.html != "" {
-		hopt := report.HTMLOptions{Step: step, Hang: hangReport(t, res, opts.stderr, opts.quiet)}
+		hopt := report.HTMLOptions{Step: step, Hang: in.hang()}
 		if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Analysis: rep}); err == nil {
 			hopt.WhatIf = wi
 		} else if !opts.quiet {
@@ -114,6 +131,78 @@ func reportRun(opts *reportOptions) error {
 		fmt.Fprintf(opts.stdout, "HTML report: %s\n", opts.html)
 	}
 	return nil
+}
+
+// reportInput is what a report is drawn from: the trace (or the step of
+// it drawn), its analysis, and the hang post-mortem, run when asked for.
+type reportInput struct {
+	t    *trace.Trace
+	rep  *analyze.Report
+	hang func() *hang.Report
+}
+
+// reportWhole reads the input whole and analyses it, refusing before it
+// decodes anything an input that cannot fit.
+func reportWhole(opts *reportOptions, step int64) (reportInput, error) {
+	if err := checkFitsWhole(opts.paths, "report reads its input whole; give --step N (one step is drawn, the trace read a few pipeline replicas at a time), use ppprof analyze (which streams) for the numbers, or report on fewer files (a pipeline replica's rank files)"); err != nil {
+		return reportInput{}, err
+	}
+	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	if err != nil {
+		return reportInput{}, err
+	}
+	t := res.Trace
+	rep, err := analyze.Run(t, analyze.Options{Step: step})
+	if err != nil {
+		return reportInput{}, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
+	}
+	return reportInput{t: t, rep: rep, hang: func() *hang.Report { return hangReport(t, res, opts.stderr, opts.quiet) }}, nil
+}
+
+// reportStep is the report of one step of a trace read a few pipeline
+// replicas at a time: the analysis of step N streamed (as analyze --step
+// N streams it), step N's events read for the drawings and the what-if
+// (ingest.Chunks.ReadStep), and the hang post-mortem streamed (as hang
+// streams it). Under --stream auto, input that cannot be chunked (other
+// tools' formats) is read whole after all.
+func reportStep(opts *reportOptions, step int64, plan streamPlan) (reportInput, error) {
+	ch, whole, err := openChunks(opts.paths, plan, opts.stderr, opts.quiet)
+	if whole {
+		return reportWhole(opts, step)
+	}
+	if err != nil {
+		return reportInput{}, err
+	}
+	aopts := &analyzeOptions{paths: opts.paths, quiet: true, stream: "always", memory: opts.memory, stdout: io.Discard, stderr: opts.stderr}
+	rep, err := analyzeStreamed(aopts, step, plan)
+	if err != nil {
+		return reportInput{}, err
+	}
+	bar := newProgress(opts.stderr, fmt.Sprintf("reading step %d", step), int64(ch.NumChunks()), "chunks", opts.quiet)
+	t, err := ch.ReadStep(step, func(done, total int) { bar.set(int64(done)) })
+	bar.done()
+	if err != nil {
+		return reportInput{}, err
+	}
+	diagnose := func() *hang.Report {
+		if err := checkChunksFit(ch, opts.paths, "hang matches each replica's P2P ops over its whole history, so it reads a replica at once"); err != nil {
+			if !opts.quiet {
+				fmt.Fprintf(opts.stderr, "ppprof: warning: no hang section: %v\n", err)
+			}
+			return nil
+		}
+		ch.MapFiles()
+		defer debug.SetGCPercent(debug.SetGCPercent(25))
+		h, err := hang.RunChunks(ch, hang.Options{Files: hangFiles(ch.Files)})
+		if err != nil {
+			if !opts.quiet {
+				fmt.Fprintf(opts.stderr, "ppprof: warning: no hang section: %v\n", err)
+			}
+			return nil
+		}
+		return h
+	}
+	return reportInput{t: t, rep: rep, hang: diagnose}, nil
 }
 
 // hangReport runs the hang post-mortem for the HTML report, with what

@@ -88,6 +88,65 @@ func TestReportHungTrace(t *testing.T) {
 	}
 }
 
+// TestReportStepStream: the report of one step of a job read a few
+// pipeline replicas at a time (--stream always, and auto under a small
+// memory budget: the analysis and the hang post-mortem streamed, only the
+// step's events kept) is the report read whole, HTML and PNG to the byte,
+// for a clean job and a hung one; --stream always needs --step N.
+func TestReportStepStream(t *testing.T) {
+	base := []string{"simulate", "--fleet", "--schedule", "interleaved", "--stages", "4", "--microbatches", "8",
+		"--steps", "3", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1", "--fleet-batch-rows", "64"}
+	for _, fault := range []string{"", "skip:rank=18,step=2,mb=5"} {
+		dir := t.TempDir()
+		args := append(append([]string(nil), base...), "-o", dir)
+		if fault != "" {
+			args = append(args, "--fault", fault)
+		}
+		if _, stderr, code := ppprof(t, args...); code != 0 {
+			t.Fatalf("simulate: exit %d: %s", code, stderr)
+		}
+		read := func(mode ...string) (html, png []byte) {
+			t.Helper()
+			out := t.TempDir()
+			h, p := filepath.Join(out, "r.html"), filepath.Join(out, "r.png")
+			if _, stderr, code := ppprof(t, append([]string{"report", dir, "--step", "2", "-q", "--html", h, "--png", p}, mode...)...); code != 0 {
+				t.Fatalf("report %v (fault %q): exit %d: %s", mode, fault, code, stderr)
+			}
+			hb, err := os.ReadFile(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pb, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return hb, pb
+		}
+		var modes []string
+		saved := readAs
+		readAs = func(m string) { modes = append(modes, m) }
+		wantHTML, wantPNG := read("--stream", "never")
+		if fault != "" && !bytes.Contains(wantHTML, []byte("Hang post-mortem")) {
+			t.Fatalf("the hung job's report has no hang section")
+		}
+		for _, mode := range [][]string{{"--stream", "always"}, {"--max-memory", "64K"}} {
+			modes = nil
+			html, png := read(mode...)
+			if !bytes.Equal(html, wantHTML) || !bytes.Equal(png, wantPNG) {
+				t.Errorf("fault %q, %v: HTML the same %v, PNG the same %v", fault, mode, bytes.Equal(html, wantHTML), bytes.Equal(png, wantPNG))
+			}
+			if len(modes) == 0 || modes[0] != "streamed" {
+				t.Errorf("fault %q, %v: read %v, want streamed", fault, mode, modes)
+			}
+		}
+		readAs = saved
+	}
+	tr := simulated(t)
+	if _, stderr, code := ppprof(t, "report", tr, "--html", filepath.Join(t.TempDir(), "r.html"), "--stream", "always"); code != 1 || !strings.Contains(stderr, "give --step N") {
+		t.Errorf("--stream always without --step: exit %d, %q", code, stderr)
+	}
+}
+
 func TestExportCommand(t *testing.T) {
 	tr := simulated(t)
 	dir := t.TempDir()
