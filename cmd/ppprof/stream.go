@@ -28,19 +28,22 @@ const analysedBytesPerEvent = 320
 // still holds at least one replica.
 const maxChunkRows = 1 << 20
 
-// Under --stream auto, analyze also streams an input that fits in memory
-// when it is large and its files make several chunks: a job of many
-// pipeline replicas streams about as fast as it reads whole at 9M events
-// and faster above, in a third of the memory or less (docs/performance.md
-// "Streaming"; measured: 3.08M events 1.28 s streamed against 0.83 read
-// whole, 9.2M 2.45-2.62 s against 2.62-2.70, 24.7M 5.1 s against 6.6),
-// while one replica gains nothing (9.2M events in one chunk: 3.1 s against
-// 2.4). Below autoStreamRows events, or in fewer than autoStreamChunks
-// chunks, auto reads the input whole, as before; finding out that the
-// files make too few chunks costs reading their heads (0.1 s for 9.2M
-// events in 128 files). Variables for the tests.
+// Under --stream auto, analyze can also stream an input that fits in
+// memory when it holds at least autoStreamRows events (0: never) and its
+// files make at least autoStreamChunks chunks: for speed, not for memory.
+// From the fourth session to the tenth it did so from 16M events, when a
+// job of many pipeline replicas streamed faster than it read whole (24.7M
+// events: 5.1 s against 6.6). The fifth session made whole reads faster
+// (collections paused while the files are decoded, strings as ids) and
+// the rule was not measured again until the tenth: on the same 24.7M-event
+// trace, three pairs in turns, streamed (auto) 8.0-9.4 s, 13.6-15.2 s of
+// CPU, 0.73-0.76 GB; read whole 6.4-7.5 s, 8.6-10.1 s of CPU, 3.5 GB
+// (docs/performance.md "Before and after the tenth session"). Streaming
+// costs the packing of every chunk, which a trace that fits does not need,
+// so auto now streams for memory only (and for one step of several Arrow
+// files, plan.oneStep). Variables for the tests, which turn the rule on.
 var (
-	autoStreamRows   int64 = 16 << 20
+	autoStreamRows   int64 = 0
 	autoStreamChunks       = 4
 )
 
@@ -73,10 +76,11 @@ type streamPlan struct {
 // compute op): a fleet job of up to about memory/60 events is read once.
 //
 // Under auto, a trace of Arrow files with at least autoStreamRows events
-// that fits is streamed too, optionally (streamPlan.optional).
+// (when not 0) that fits is streamed too, optionally
+// (streamPlan.optional).
 func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, error) {
 	p, err := planStreamFor(paths, mode, maxMemory, maps, analysedBytesPerEvent)
-	if err == nil && mode == "auto" && !maps && !p.stream && p.exact && p.rows >= autoStreamRows {
+	if err == nil && mode == "auto" && !maps && !p.stream && p.exact && autoStreamRows > 0 && p.rows >= autoStreamRows {
 		p.stream, p.optional = true, true
 	}
 	return p, err

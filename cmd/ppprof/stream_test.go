@@ -377,7 +377,7 @@ func TestAnalyzeStepAutoStreams(t *testing.T) {
 		path, want string
 		large      bool // auto would stream it anyway, optionally (for speed)
 	}{{dir, "streamed", false}, {dir, "streamed", true}, {one, "whole", false}} {
-		autoStreamRows = 16 << 20
+		autoStreamRows = 0
 		if tc.large {
 			autoStreamRows = 1
 		}
