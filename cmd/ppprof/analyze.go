@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/ppprof/ppprof/analyze"
-	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/report"
 	"github.com/spf13/cobra"
 )
@@ -77,17 +76,7 @@ func analyzeRun(opts *analyzeOptions) error {
 	if err != nil {
 		return err
 	}
-	if step >= 0 && plan.mode == "auto" && (!plan.stream || plan.optional) && plan.exact && len(opts.maps) == 0 {
-		// One step of ppprof's Arrow files, a file per rank or so:
-		// streamed, only that step's record batches are decoded whole
-		// (ingest.Chunks.ChunkStep), in however many chunks: 1.3 s
-		// instead of 8.4 for one step of a 38.6M-event, one-replica
-		// trace (docs/performance.md). A single file (of every rank, its
-		// steps' rows apart) would be decoded twice: it is read whole.
-		if n, err := ingest.CountFiles(opts.paths); err == nil && n > 1 {
-			plan.stream, plan.optional, plan.oneStep = true, true, true
-		}
-	}
+	plan.forStep(opts.paths, step, len(opts.maps) > 0)
 	var rep *analyze.Report
 	if plan.stream {
 		rep, err = analyzeStreamed(opts, step, plan)

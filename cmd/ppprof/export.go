@@ -7,6 +7,7 @@ import (
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/report"
+	"github.com/ppprof/ppprof/trace"
 	"github.com/spf13/cobra"
 )
 
@@ -18,6 +19,8 @@ type exportOptions struct {
 	step     string
 	quiet    bool
 	maps     []string
+	stream   string // --stream: auto, always or never
+	memory   string // --max-memory
 	stdout   io.Writer
 	stderr   io.Writer
 }
@@ -40,7 +43,9 @@ writes it for other tools; give one or more of:
 --parquet DIR    the events as Parquet under DIR/step=S/rank=R/part-0.parquet
                  (hive partitioning); DIR must be new or empty.
 
---step N limits every export to step N. See docs/report.md.`,
+--step N limits every export to step N; of ppprof's Arrow rank files, and
+of a trace too large to read whole, only step N's events are then read
+(--stream), a few pipeline replicas at a time. See docs/report.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
@@ -53,6 +58,8 @@ writes it for other tools; give one or more of:
 	f.StringVar(&opts.parquet, "parquet", "", "write Parquet files under DIR")
 	f.StringVar(&opts.step, "step", "all", "the step to export (a number), or all")
 	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	f.StringVar(&opts.stream, "stream", "auto", "with --step N, read only that step's events, a few pipeline replicas at a time: auto, always or never")
+	f.StringVar(&opts.memory, "max-memory", "", "memory the export may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	addMapFlag(cmd, &opts.maps)
 	return cmd
 }
@@ -65,18 +72,42 @@ func exportRun(opts *exportOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkFitsWhole(opts.paths, "export reads its input whole; export fewer files at a time (a pipeline replica's rank files)"); err != nil {
-		return err
-	}
-	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	plan, err := planStreamFor(opts.paths, opts.stream, opts.memory, len(opts.maps) > 0, whatIfBytesPerEvent)
 	if err != nil {
 		return err
 	}
-	t := res.Trace
-	if step >= 0 {
-		if t = t.StepRows(step); t.Len() == 0 {
-			return fmt.Errorf("%s: no events in step %d", describePaths(opts.paths), step)
+	plan.forStep(opts.paths, step, len(opts.maps) > 0)
+	if plan.stream && step < 0 {
+		if opts.stream == "always" {
+			return errors.New("--stream always reads one step: give --step N (an export of every step reads the trace whole)")
 		}
+		plan.stream = false // auto: as large as it is, read whole if it fits
+	}
+	var t *trace.Trace
+	whole := !plan.stream
+	if plan.stream {
+		t, _, whole, err = readStep(opts.paths, step, plan, opts.stderr, opts.quiet)
+		if err != nil {
+			return err
+		}
+		if !whole {
+			readAs("streamed")
+		}
+	}
+	if whole {
+		if err := checkFitsWhole(opts.paths, "export reads its input whole; give --step N (one step is read, a few pipeline replicas at a time), or export fewer files at a time (a pipeline replica's rank files)"); err != nil {
+			return err
+		}
+		res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+		if err != nil {
+			return err
+		}
+		if t = res.Trace; step >= 0 {
+			t = t.StepRows(step)
+		}
+	}
+	if step >= 0 && t.Len() == 0 {
+		return fmt.Errorf("%s: no events in step %d", describePaths(opts.paths), step)
 	}
 	// Each export is tried; one failing does not stop the others.
 	var errs []error

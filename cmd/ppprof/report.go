@@ -95,6 +95,7 @@ func reportRun(opts *reportOptions) error {
 	if err != nil {
 		return err
 	}
+	plan.forStep(opts.paths, step, len(opts.maps) > 0)
 	if plan.stream && step < 0 {
 		if opts.stream == "always" {
 			return errors.New("--stream always reads one step: give --step N (the report of every step reads the trace whole)")
@@ -166,7 +167,7 @@ func reportWhole(opts *reportOptions, step int64) (reportInput, error) {
 // streams it). Under --stream auto, input that cannot be chunked (other
 // tools' formats) is read whole after all.
 func reportStep(opts *reportOptions, step int64, plan streamPlan) (reportInput, error) {
-	ch, whole, err := openChunks(opts.paths, plan, opts.stderr, opts.quiet)
+	t, ch, whole, err := readStep(opts.paths, step, plan, opts.stderr, opts.quiet)
 	if whole {
 		return reportWhole(opts, step)
 	}
@@ -175,12 +176,6 @@ func reportStep(opts *reportOptions, step int64, plan streamPlan) (reportInput, 
 	}
 	aopts := &analyzeOptions{paths: opts.paths, quiet: true, stream: "always", memory: opts.memory, stdout: io.Discard, stderr: opts.stderr}
 	rep, err := analyzeStreamed(aopts, step, plan)
-	if err != nil {
-		return reportInput{}, err
-	}
-	bar := newProgress(opts.stderr, fmt.Sprintf("reading step %d", step), int64(ch.NumChunks()), "chunks", opts.quiet)
-	t, err := ch.ReadStep(step, func(done, total int) { bar.set(int64(done)) })
-	bar.done()
 	if err != nil {
 		return reportInput{}, err
 	}

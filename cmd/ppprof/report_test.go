@@ -5,6 +5,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -144,6 +145,67 @@ func TestReportStepStream(t *testing.T) {
 	tr := simulated(t)
 	if _, stderr, code := ppprof(t, "report", tr, "--html", filepath.Join(t.TempDir(), "r.html"), "--stream", "always"); code != 1 || !strings.Contains(stderr, "give --step N") {
 		t.Errorf("--stream always without --step: exit %d, %q", code, stderr)
+	}
+}
+
+// TestExportStepStream: the exports of one step of rank files read a few
+// pipeline replicas at a time (the default for --step N, and always) are
+// those of the trace read whole, byte for byte: Chrome trace, pprof and
+// every Parquet file.
+func TestExportStepStream(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
+		"--steps", "3", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1",
+		"--fleet-batch-rows", "64", "-o", dir); code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	files := func(mode ...string) map[string][]byte {
+		t.Helper()
+		out := t.TempDir()
+		args := []string{"export", dir, "--step", "1", "-q", "--perfetto", filepath.Join(out, "t.json"),
+			"--pprof", filepath.Join(out, "p.pb.gz"), "--parquet", filepath.Join(out, "pq")}
+		if _, stderr, code := ppprof(t, append(args, mode...)...); code != 0 {
+			t.Fatalf("export %v: exit %d: %s", mode, code, stderr)
+		}
+		got := map[string][]byte{}
+		err := filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			rel, _ := filepath.Rel(out, path)
+			got[rel] = b
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	var modes []string
+	defer func(f func(string)) { readAs = f }(readAs)
+	readAs = func(m string) { modes = append(modes, m) }
+	want := files("--stream", "never")
+	if len(want) < 3 || len(want["t.json"]) == 0 {
+		t.Fatalf("exports of the whole read: %d files", len(want))
+	}
+	for _, mode := range [][]string{nil, {"--stream", "always"}} {
+		modes = nil
+		got := files(mode...)
+		if len(got) != len(want) {
+			t.Errorf("%v: %d files, want %d", mode, len(got), len(want))
+		}
+		for name, b := range want {
+			if !bytes.Equal(got[name], b) {
+				t.Errorf("%v: %s differs from the whole read's", mode, name)
+			}
+		}
+		if !slices.Equal(modes, []string{"streamed"}) {
+			t.Errorf("%v: read %v, want streamed", mode, modes)
+		}
+	}
+	if _, stderr, code := ppprof(t, "export", dir, "--step", "9", "--perfetto", filepath.Join(t.TempDir(), "t.json")); code != 1 || !strings.Contains(stderr, "no events in step 9") {
+		t.Errorf("a step without events: exit %d, %q", code, stderr)
 	}
 }
 

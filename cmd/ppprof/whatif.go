@@ -88,6 +88,7 @@ func whatIfRun(opts *whatIfOptions) error {
 	if err != nil {
 		return err
 	}
+	plan.forStep(opts.paths, step, false)
 	var t *trace.Trace
 	if plan.stream && step < 0 {
 		if opts.stream == "always" {
@@ -127,19 +128,10 @@ func whatIfWhole(opts *whatIfOptions) (*trace.Trace, error) {
 // a time (ingest.Chunks.ReadStep). Under --stream auto, input that cannot
 // be chunked (other tools' formats) is read whole after all.
 func whatIfStep(opts *whatIfOptions, step int64, plan streamPlan) (*trace.Trace, error) {
-	ch, whole, err := openChunks(opts.paths, plan, opts.stderr, opts.quiet)
+	t, _, whole, err := readStep(opts.paths, step, plan, opts.stderr, opts.quiet)
 	if whole {
 		return whatIfWhole(opts)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := checkChunksFit(ch, opts.paths, "whatif --step reads a pipeline replica at a time (its step's events whole, the others' shape columns)"); err != nil {
-		return nil, err
-	}
-	bar := newProgress(opts.stderr, fmt.Sprintf("reading step %d", step), int64(ch.NumChunks()), "chunks", opts.quiet)
-	t, err := ch.ReadStep(step, func(done, total int) { bar.set(int64(done)) })
-	bar.done()
 	if err != nil {
 		return nil, err
 	}

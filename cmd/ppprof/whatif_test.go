@@ -85,10 +85,10 @@ func TestWhatIfCommandErrors(t *testing.T) {
 }
 
 // TestWhatIfStepStream: the what-if of one step read a few pipeline
-// replicas at a time (--stream always, and auto under a small memory
-// budget), keeping only that step's events, prints what it prints read
-// whole; what cannot be streamed is refused under always and read whole
-// under auto.
+// replicas at a time (--stream always, and auto: rank files, or under a
+// small memory budget), keeping only that step's events, prints what it
+// prints read whole; what cannot be streamed is refused under always and
+// read whole under auto.
 func TestWhatIfStepStream(t *testing.T) {
 	dir := t.TempDir()
 	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "interleaved", "--stages", "4", "--microbatches", "8",
@@ -120,13 +120,22 @@ func TestWhatIfStepStream(t *testing.T) {
 			}
 		}
 	}
-	// The default on a small job, and every step: read whole.
-	modes = nil
-	if _, stderr, code := ppprof(t, "whatif", "--step", "1", dir); code != 0 || len(modes) != 0 {
-		t.Errorf("auto on a small job: exit %d (%s), read %v", code, stderr, modes)
-	}
-	if _, stderr, code := ppprof(t, "whatif", "--max-memory", "64K", dir); code != 0 || len(modes) != 0 {
-		t.Errorf("every step under a small budget: exit %d (%s), read %v", code, stderr, modes)
+	// The default: one step of rank files streamed, however small (only
+	// the step's batches decoded); one step of one file, and every step,
+	// read whole.
+	one := simTrace(t, "--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--steps", "2")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--step", "1", dir}, []string{"streamed"}},
+		{[]string{"--step", "1", one}, nil},
+		{[]string{"--max-memory", "64K", dir}, nil},
+	} {
+		modes = nil
+		if _, stderr, code := ppprof(t, append([]string{"whatif"}, tc.args...)...); code != 0 || !slices.Equal(modes, tc.want) {
+			t.Errorf("%v: exit %d (%s), read %v, want %v", tc.args, code, stderr, modes, tc.want)
+		}
 	}
 	// Other tools' formats are not streamed.
 	prof, err := filepath.Abs("../../ingest/testdata/torchprof")
