@@ -24,6 +24,8 @@ type diffOptions struct {
 	failOn    []string
 	format    string
 	quiet     bool
+	stream    string // --stream, as for analyze
+	memory    string // --max-memory, as for analyze
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -39,7 +41,10 @@ a trace (file, directory or glob) or a saved 'analyze --format json' output.
 Each --fail-on threshold applies to the change from BASE to NEW: 'step_ms>5%'
 fails when the step time grew by more than 5 percent, 'bubble>0.02' when the
 bubble grew by more than 0.02. Without --fail-on, the defaults are
-` + strings.Join(defaultDiffGates, " and ") + `. Exit 3 when one is crossed.`,
+` + strings.Join(defaultDiffGates, " and ") + `. Exit 3 when one is crossed.
+
+A trace is analysed as analyze analyses it: --stream and --max-memory as
+there (a trace too large to analyse whole is streamed).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.base, opts.cur = args[0], args[1]
@@ -49,6 +54,8 @@ bubble grew by more than 0.02. Without --fail-on, the defaults are
 	cmd.Flags().StringArrayVar(&opts.failOn, "fail-on", nil, "threshold on the change, e.g. 'step_ms>5%' or 'bubble>0.02' (repeatable)")
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "read a trace a few pipeline replicas at a time (for traces larger than memory): auto, always or never, as for analyze")
+	cmd.Flags().StringVar(&opts.memory, "max-memory", "", "memory the analyses may plan for, e.g. 8G or 512M (default: the machine's RAM), as for analyze")
 	return cmd
 }
 
@@ -65,28 +72,51 @@ var diffRows = [][2]string{
 }
 
 // diffLoad returns the analysis values of path: a saved analysis JSON as it
-// is, anything else read as a trace and analysed.
+// is, anything else read as a trace and analysed as analyze does (--stream,
+// --max-memory: under auto a trace too large to analyse whole is streamed).
 func diffLoad(path string, opts *diffOptions) (gate.Values, error) {
-	if data, err := os.ReadFile(path); err == nil && looksLikeAnalysis(data) {
+	if data, ok := readAnalysisJSON(path); ok {
 		vals, err := gate.Flatten(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return vals, nil
 	}
-	if err := checkFitsWhole([]string{path}, "diff reads a trace whole; save its analysis with ppprof analyze --format json (which streams) and diff the JSON files"); err != nil {
-		return nil, err
-	}
-	res, err := openTraces([]string{path}, opts.quiet, opts.stderr)
+	aopts := &analyzeOptions{paths: []string{path}, quiet: opts.quiet, stream: opts.stream, memory: opts.memory, stdout: io.Discard, stderr: opts.stderr}
+	plan, err := planStream(aopts.paths, aopts.stream, aopts.memory, false)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := analyze.Run(res.Trace, analyze.Options{Step: analyze.AllSteps})
+	var rep *analyze.Report
+	if plan.stream {
+		rep, err = analyzeStreamed(aopts, analyze.AllSteps, plan)
+	} else {
+		rep, err = analyzeWhole(aopts, analyze.AllSteps)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("analyzing %s: %w", path, err)
+		return nil, err
 	}
 	vals, _, err := analysisValues(rep)
 	return vals, err
+}
+
+// maxAnalysisJSON is the largest file diff reads to see whether it is a
+// saved analysis (the 302M-event fleet trace's is 1.2 MB): a larger file
+// is a trace, which is not read into memory to find out.
+const maxAnalysisJSON = 256 << 20
+
+// readAnalysisJSON returns the contents of path when it is a saved
+// analysis (ppprof analyze --format json).
+func readAnalysisJSON(path string) ([]byte, bool) {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > maxAnalysisJSON {
+		return nil, false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || !looksLikeAnalysis(data) {
+		return nil, false
+	}
+	return data, true
 }
 
 func looksLikeAnalysis(data []byte) bool {

@@ -245,7 +245,7 @@ func TestAnalyzeStreamAutoFits(t *testing.T) {
 // than that), naming the events and what to do. One byte more and they
 // read it; with the machine's memory unknown nothing is refused; and
 // analyze under --stream auto (which plans with its own measure of the
-// memory) is not refused.
+// memory), and diff, which analyses as it does, are not refused.
 func TestTooLargeToReadWhole(t *testing.T) {
 	tr := filepath.Join(t.TempDir(), "t.arrow")
 	simulateTo(t, tr, "--stages", "4", "--microbatches", "8", "--steps", "4")
@@ -259,7 +259,6 @@ func TestTooLargeToReadWhole(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.arrow")
 	for _, args := range [][]string{
 		{"whatif", tr},
-		{"diff", tr, tr},
 		{"convert", "-o", out, tr},
 		{"export", "--pprof", filepath.Join(t.TempDir(), "p.pb.gz"), tr},
 		{"report", "--html", filepath.Join(t.TempDir(), "r.html"), tr},
@@ -287,6 +286,9 @@ func TestTooLargeToReadWhole(t *testing.T) {
 	machineMemory = func() int64 { return small }
 	if _, stderr, code := ppprof(t, "analyze", tr); code != exitOK {
 		t.Errorf("analyze (--stream auto) of a trace larger than the machine: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := ppprof(t, "diff", tr, tr); code != exitOK {
+		t.Errorf("diff (which analyses as analyze --stream auto) of a trace larger than the machine: exit %d: %s", code, stderr)
 	}
 }
 
@@ -393,5 +395,59 @@ func TestAnalyzeStepAutoStreams(t *testing.T) {
 		if len(modes) != 1 || modes[0] != tc.want {
 			t.Errorf("%s, auto --step 1: read %v, want %s", tc.path, modes, tc.want)
 		}
+	}
+}
+
+// TestDiffStream: diff analyses a trace as analyze --stream auto does: a
+// streamed analysis gives the same comparison as a whole read, and a saved
+// analysis is compared as it is.
+func TestDiffStream(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
+		"--steps", "3", "--dp", "4", "--tp", "2", "--jitter", "0.1", "--opt-ms", "1", "--fleet-batch-rows", "64", "-o", dir); code != 0 {
+		t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
+	}
+	saved := filepath.Join(t.TempDir(), "base.json")
+	js, stderr, code := ppprof(t, "analyze", "--stream", "never", "--format", "json", dir)
+	if code != 0 {
+		t.Fatalf("analyze: exit %d: %s", code, stderr)
+	}
+	if err := os.WriteFile(saved, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var modes []string
+	defer func(rows int64, f func(string)) { autoStreamRows, readAs = rows, f }(autoStreamRows, readAs)
+	readAs = func(m string) { modes = append(modes, m) }
+	rows, exact, err := ingest.CountRows([]string{dir})
+	if err != nil || !exact {
+		t.Fatalf("CountRows: %d, %v, %v", rows, exact, err)
+	}
+	// Memory for twice the trace analysed whole, in chunks of a fifth of
+	// it (one replica each), as TestAnalyzeStreamAutoFits.
+	mem := strconv.FormatInt(rows*analysedBytesPerEvent*2+1, 10)
+	var outs []string
+	for _, rows := range []int64{0, 1} { // whole, then streamed (the rule on)
+		autoStreamRows, modes = rows, nil
+		out, stderr, code := ppprof(t, "diff", saved, dir, "--format", "json", "--max-memory", mem)
+		if code != 0 {
+			t.Fatalf("diff: exit %d: %s", code, stderr)
+		}
+		want := []string{"whole", "streamed"}[rows]
+		if !slices.Equal(modes, []string{want}) {
+			t.Errorf("autoStreamRows %d: read %v, want %s", rows, modes, want)
+		}
+		outs = append(outs, out)
+	}
+	if outs[0] != outs[1] {
+		t.Errorf("diff streamed differs from diff read whole:\n%s\n%s", outs[1], outs[0])
+	}
+	if out, stderr, code := ppprof(t, "diff", saved, dir, "--format", "json", "--stream", "always"); code != 0 || out != outs[0] {
+		t.Errorf("--stream always: exit %d (%s), same output %v", code, stderr, out == outs[0])
+	}
+	if _, stderr, code := ppprof(t, "diff", saved, dir, "--stream", "often"); code != 1 || !strings.Contains(stderr, "want auto, always or never") {
+		t.Errorf("--stream often: exit %d, %q", code, stderr)
+	}
+	if !strings.Contains(outs[0], `"delta": 0`) {
+		t.Errorf("a trace against its own saved analysis: no zero delta in %s", outs[0])
 	}
 }
