@@ -55,10 +55,11 @@ drag to pan, hover for an op's details), the charts and every table.
 
 --step N analyses and draws step N; by default every step is analysed and
 the timeline shows the first step with a pending op, else the complete step
-of median length. With --step N, a trace too large to read whole (--stream;
-ppprof's own formats only) is analysed and diagnosed a few pipeline
-replicas at a time and only step N's events are kept for the drawings and
-the what-if: the same report. See docs/report.md.`,
+of median length. With --step N, ppprof's rank files, and a trace too
+large to read whole (--stream; ppprof's own formats only), are analysed
+and diagnosed a few pipeline replicas at a time and only step N's events
+are kept for the drawings and the what-if: the same report. See
+docs/report.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args

@@ -45,10 +45,10 @@ It also says whether a slow worker (one replica) or a slow stage (every
 replica) costs the time, and prints the critical path. Definitions and
 assumptions: docs/whatif.md.
 
-The what-if of every step reads the trace whole. With --step N, a trace
-too large for that (--stream, ppprof's own formats only) is read one
-pipeline replica at a time, keeping only step N's events: the what-if of
-one step of a fleet-sized job.`,
+The what-if of every step reads the trace whole. With --step N, ppprof's
+rank files, and a trace too large to read whole (--stream; ppprof's own
+formats only), are read a few pipeline replicas at a time, keeping only
+step N's events: the what-if of one step of a fleet-sized job.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
@@ -67,9 +67,10 @@ one step of a fleet-sized job.`,
 // whatIfBytesPerEvent is what whatif needs per event of a trace it reads
 // whole (the model, the analysis, the samples of every step, two step
 // graphs at a time), measured on the 24.7M-event fleet trace: 310 bytes
-// (docs/performance.md "Before and after the tenth session"). --stream
-// auto reads one step (with --step N) when the input would need more than
-// half the memory.
+// (docs/performance.md "Before and after the tenth session"). With --step
+// N, --stream auto reads only the step when the input would need more than
+// half the memory (and for several Arrow files whatever their size,
+// streamPlan.forStep).
 const whatIfBytesPerEvent = 320
 
 func whatIfRun(opts *whatIfOptions) error {
@@ -136,5 +137,8 @@ func whatIfStep(opts *whatIfOptions, step int64, plan streamPlan) (*trace.Trace,
 		return nil, err
 	}
 	readAs("streamed")
+	if t.Len() == 0 { // as the analysis of the whole trace says it
+		return nil, fmt.Errorf("what-if on %s: no events for step %d", describePaths(opts.paths), step)
+	}
 	return t, nil
 }

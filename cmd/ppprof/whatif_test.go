@@ -137,6 +137,12 @@ func TestWhatIfStepStream(t *testing.T) {
 			t.Errorf("%v: exit %d (%s), read %v, want %v", tc.args, code, stderr, modes, tc.want)
 		}
 	}
+	// A step without events: the error of the whole read.
+	_, wantErr, wantCode := ppprof(t, "whatif", "--step", "9", "--stream", "never", dir)
+	_, gotErr, gotCode := ppprof(t, "whatif", "--step", "9", dir)
+	if wantCode != 1 || gotCode != wantCode || gotErr != wantErr || !strings.Contains(gotErr, "no events for step 9") {
+		t.Errorf("step 9: streamed exit %d %q, whole exit %d %q", gotCode, gotErr, wantCode, wantErr)
+	}
 	// Other tools' formats are not streamed.
 	prof, err := filepath.Abs("../../ingest/testdata/torchprof")
 	if err != nil {
