@@ -43,6 +43,12 @@ type Options struct {
 	// pass that needs its rows instead of read again: several times
 	// faster than decoding files. 0 packs none.
 	PackBytes int64
+
+	// untilSchedule stops the analysis after the schedule identification:
+	// the job's shape and the identified schedule, all RunWhatIf reads of
+	// the report it starts from, without the replays and stragglers the
+	// rest of the report costs.
+	untilSchedule bool
 }
 
 // numPasses is the number of Progress steps of Run.
@@ -232,6 +238,9 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	pass("schedule")
 	ix.visitColumns(scheduleColumns, cs.identifyVisit(&rep.Schedule), og.fillVisit())
 	ix.endVisit()
+	if opt.untilSchedule {
+		return rep, nil
+	}
 	rep.Bubble.Theoretical = theoretical(ix, rep)
 	// Imbalance and the gap attribution re-time every window: one replay
 	// per window serves both.

@@ -133,8 +133,8 @@ type Scenario struct {
 // them the same way. It also separates a slow worker from a slow stage
 // (Verdict) and finds the critical path. t is not modified.
 //
-//  1. analyse t (Run, unless opt.Analysis is its report) for the
-//     schedule and the job's shape;
+//  1. analyse t (Run up to the schedule identification, unless
+//     opt.Analysis is its report) for the schedule and the job's shape;
 //  2. re-time each step whose events all ended with measured durations:
 //     baseline, critical path, samples of every compute and transfer;
 //  3. derive each scenario's changes from the samples (medians);
@@ -152,7 +152,7 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 	}
 	rep := opt.Analysis
 	if rep == nil {
-		if rep, err = Run(t, Options{Step: step}); err != nil {
+		if rep, err = Run(t, Options{Step: step, untilSchedule: true}); err != nil {
 			return nil, err
 		}
 	}
