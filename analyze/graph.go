@@ -181,10 +181,14 @@ func (m *graphMem) newStepGraph(step int64, ranks []gRank, joins int, measured b
 		}
 	}
 	n += joins
-	g.class, g.kind = zeroed(g.class, n), zeroed(g.kind, n)
-	g.row, g.owner, g.stage, g.chunk, g.mb = zeroed(g.row, n), zeroed(g.owner, n), zeroed(g.stage, n), zeroed(g.chunk, n), zeroed(g.mb, n)
-	g.opIdx, g.prev, g.other = zeroed(g.opIdx, n), zeroed(g.prev, n), zeroed(g.other, n)
-	g.base, g.meas, g.delay = zeroed(g.base, n), zeroed(g.meas, n), zeroed(g.delay, n)
+	// Every node's class, row, owner, stage, chunk, mb, opIdx, prev, other
+	// and base are written below (add, or the barriers' loop); kind and
+	// meas are left zero for barriers, delay for ranks' first ops and
+	// joins, fromArrival for all but joins.
+	g.class, g.kind = grown(g.class, n), zeroed(g.kind, n)
+	g.row, g.owner, g.stage, g.chunk, g.mb = grown(g.row, n), grown(g.owner, n), grown(g.stage, n), grown(g.chunk, n), grown(g.mb, n)
+	g.opIdx, g.prev, g.other = grown(g.opIdx, n), grown(g.prev, n), grown(g.other, n)
+	g.base, g.meas, g.delay = grown(g.base, n), zeroed(g.meas, n), zeroed(g.delay, n)
 	g.fromArrival = zeroed(g.fromArrival, n)
 	// [rank][op] -> the node holding the op (the join for a join): each
 	// rank's part of one array.
@@ -474,7 +478,7 @@ func (g *stepGraph) anchor(v int32, s, e []int64) int64 {
 // measured times (see stepGraph), in topological order.
 func (g *stepGraph) measure() {
 	n := g.numNodes()
-	sm, em := zeroed(g.scratch64[0], n), zeroed(g.scratch64[1], n)
+	sm, em := grown(g.scratch64[0], n), grown(g.scratch64[1], n) // every node's set below, in order
 	g.scratch64 = [2][]int64{sm, em}
 	op := g.opOf
 	for _, v := range g.order {

@@ -365,3 +365,91 @@ func TestGraphAnyTopologicalOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphMemReuse: a graph built in a graphMem that built other graphs
+// before (larger ones, whose arrays it reuses without clearing all of
+// them) is the graph built in fresh memory: every node array, the order,
+// the extra edges, and the re-timed times.
+func TestGraphMemReuse(t *testing.T) {
+	big, err := sim.Run(sim.Config{Schedule: "interleaved", Stages: 4, MicroBatches: 16, Steps: 1, DP: 3, TP: 2,
+		P2PLatencyUs: 30, OptMs: 0.7, EmbedMs: 0.2, Jitter: 0.2, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := sim.Run(sim.Config{Schedule: "zb-h1", Stages: 4, MicroBatches: 8, Steps: 3, DP: 2, TP: 2,
+		P2PLatencyUs: 30, OptMs: 0.7, LossMs: 0.3, Jitter: 0.1, Seed: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m graphMem
+	built := func(tr *trace.Trace, mem *graphMem) []*stepGraph {
+		ix := newIndex(tr, Options{Step: AllSteps})
+		var out []*stepGraph
+		forSteps(ix, func(ws []int, _ int64) {
+			g, err := mem.buildStepGraph(ix, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mem != nil {
+				g.run(g.meas, g.delay)
+				c := *g // the arrays, before the next build reuses them
+				for _, a := range []*[]int32{&c.row, &c.owner, &c.stage, &c.chunk, &c.mb, &c.opIdx, &c.prev, &c.other, &c.extraOff, &c.extra, &c.order, &c.crit} {
+					*a = slices.Clone(*a)
+				}
+				for _, a := range []*[]int64{&c.base, &c.meas, &c.delay, &c.s, &c.e} {
+					*a = slices.Clone(*a)
+				}
+				c.class, c.kind, c.fromArrival = slices.Clone(c.class), slices.Clone(c.kind), slices.Clone(c.fromArrival)
+				g = &c
+			} else {
+				g.run(g.meas, g.delay)
+			}
+			out = append(out, g)
+		})
+		return out
+	}
+	built(big, &m)
+	// Garbage in every array m reuses (a simulated trace leaves delays
+	// and the like zero: poison them).
+	g := &m.g
+	for _, a := range [][]int32{g.row, g.owner, g.stage, g.chunk, g.mb, g.opIdx, g.prev, g.other, g.extraOff, g.extra, g.order, g.crit,
+		g.scratch32[0], g.scratch32[1], g.scratch32[2], g.scratch32[3], m.opNode} {
+		for i := range a[:cap(a)] {
+			a[:cap(a)][i] = -7
+		}
+	}
+	for _, a := range [][]int64{g.base, g.meas, g.delay, g.s, g.e, g.scratch64[0], g.scratch64[1]} {
+		for i := range a[:cap(a)] {
+			a[:cap(a)][i] = 1 << 40
+		}
+	}
+	for i := range g.class[:cap(g.class)] {
+		g.class[:cap(g.class)][i] = ncBarrier
+	}
+	for i := range g.kind[:cap(g.kind)] {
+		g.kind[:cap(g.kind)][i] = trace.Opt
+	}
+	for i := range g.fromArrival[:cap(g.fromArrival)] {
+		g.fromArrival[:cap(g.fromArrival)][i] = true
+	}
+	for i := range m.sorted[:cap(m.sorted)] {
+		m.sorted[:cap(m.sorted)][i] = -1
+	}
+	want, got := built(tr, nil), built(tr, &m)
+	if len(got) != len(want) || len(want) != 3 {
+		t.Fatalf("%d graphs, want %d (3 steps)", len(got), len(want))
+	}
+	for k := range want {
+		w, g := want[k], got[k]
+		same := slices.Equal(w.class, g.class) && slices.Equal(w.kind, g.kind) && slices.Equal(w.row, g.row) &&
+			slices.Equal(w.owner, g.owner) && slices.Equal(w.stage, g.stage) && slices.Equal(w.chunk, g.chunk) &&
+			slices.Equal(w.mb, g.mb) && slices.Equal(w.opIdx, g.opIdx) && slices.Equal(w.prev, g.prev) &&
+			slices.Equal(w.other, g.other) && slices.Equal(w.base, g.base) && slices.Equal(w.meas, g.meas) &&
+			slices.Equal(w.delay, g.delay) && slices.Equal(w.fromArrival, g.fromArrival) &&
+			slices.Equal(w.extraOff, g.extraOff) && slices.Equal(w.extra, g.extra) && slices.Equal(w.order, g.order) &&
+			slices.Equal(w.s, g.s) && slices.Equal(w.e, g.e) && slices.Equal(w.crit, g.crit)
+		if !same {
+			t.Errorf("step %d: the graph built in reused memory differs from the one built fresh", w.step)
+		}
+	}
+}
