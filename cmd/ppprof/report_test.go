@@ -95,17 +95,12 @@ func TestReportHungTrace(t *testing.T) {
 // step's events kept) is the report read whole, HTML and PNG to the byte,
 // for a clean job and a hung one; --stream always needs --step N.
 func TestReportStepStream(t *testing.T) {
-	base := []string{"simulate", "--fleet", "--schedule", "interleaved", "--stages", "4", "--microbatches", "8",
-		"--steps", "3", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1", "--fleet-batch-rows", "64"}
 	for _, fault := range []string{"", "skip:rank=18,step=2,mb=5"} {
-		dir := t.TempDir()
-		args := append(append([]string(nil), base...), "-o", dir)
+		args := []string{"--schedule", "interleaved", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1"}
 		if fault != "" {
 			args = append(args, "--fault", fault)
 		}
-		if _, stderr, code := ppprof(t, args...); code != 0 {
-			t.Fatalf("simulate: exit %d: %s", code, stderr)
-		}
+		dir := fleetDir(t, args...)
 		read := func(mode ...string) (html, png []byte) {
 			t.Helper()
 			out := t.TempDir()
@@ -153,12 +148,7 @@ func TestReportStepStream(t *testing.T) {
 // those of the trace read whole, byte for byte: Chrome trace, pprof and
 // every Parquet file.
 func TestExportStepStream(t *testing.T) {
-	dir := t.TempDir()
-	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
-		"--steps", "3", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1",
-		"--fleet-batch-rows", "64", "-o", dir); code != 0 {
-		t.Fatalf("simulate: exit %d: %s", code, stderr)
-	}
+	dir := fleetDir(t, "--schedule", "1f1b", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1")
 	files := func(mode ...string) map[string][]byte {
 		t.Helper()
 		out := t.TempDir()

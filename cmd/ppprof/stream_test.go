@@ -398,15 +398,24 @@ func TestAnalyzeStepAutoStreams(t *testing.T) {
 	}
 }
 
+// fleetDir simulates a small fleet job (4 stages, 8 micro-batches, 3
+// steps, 64-row record batches, and args, which may override them) into a
+// fresh directory of rank files and returns it.
+func fleetDir(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	base := []string{"simulate", "--fleet", "--stages", "4", "--microbatches", "8", "--steps", "3", "--fleet-batch-rows", "64", "-o", dir}
+	if _, stderr, code := ppprof(t, append(base, args...)...); code != 0 {
+		t.Fatalf("simulate --fleet %v: exit %d: %s", args, code, stderr)
+	}
+	return dir
+}
+
 // TestDiffStream: diff analyses a trace as analyze --stream auto does: a
 // streamed analysis gives the same comparison as a whole read, and a saved
 // analysis is compared as it is.
 func TestDiffStream(t *testing.T) {
-	dir := t.TempDir()
-	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
-		"--steps", "3", "--dp", "4", "--tp", "2", "--jitter", "0.1", "--opt-ms", "1", "--fleet-batch-rows", "64", "-o", dir); code != 0 {
-		t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
-	}
+	dir := fleetDir(t, "--schedule", "1f1b", "--dp", "4", "--tp", "2", "--jitter", "0.1", "--opt-ms", "1")
 	saved := filepath.Join(t.TempDir(), "base.json")
 	js, stderr, code := ppprof(t, "analyze", "--stream", "never", "--format", "json", dir)
 	if code != 0 {

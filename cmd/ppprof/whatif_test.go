@@ -90,12 +90,7 @@ func TestWhatIfCommandErrors(t *testing.T) {
 // prints read whole; what cannot be streamed is refused under always and
 // read whole under auto.
 func TestWhatIfStepStream(t *testing.T) {
-	dir := t.TempDir()
-	if _, stderr, code := ppprof(t, "simulate", "--fleet", "--schedule", "interleaved", "--stages", "4", "--microbatches", "8",
-		"--steps", "3", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1",
-		"--fleet-batch-rows", "64", "-o", dir); code != 0 {
-		t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
-	}
+	dir := fleetDir(t, "--schedule", "interleaved", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1")
 	var modes []string
 	defer func(f func(string)) { readAs = f }(readAs)
 	readAs = func(m string) { modes = append(modes, m) }
