@@ -19,6 +19,9 @@ type analyzeOptions struct {
 	maps   []string // --map rules (mapflags.go)
 	stream string   // --stream: auto, always or never
 	memory string   // --max-memory: what the analysis may use ("" = the machine's RAM)
+	// noWarn: input warnings are not printed (another read of the same
+	// input printed them), progress still is.
+	noWarn bool
 	stdout io.Writer
 	stderr io.Writer
 }

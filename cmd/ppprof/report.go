@@ -175,7 +175,10 @@ func reportStep(opts *reportOptions, step int64, plan streamPlan) (reportInput, 
 	if err != nil {
 		return reportInput{}, err
 	}
-	aopts := &analyzeOptions{paths: opts.paths, quiet: true, stream: "always", memory: opts.memory, stdout: io.Discard, stderr: opts.stderr}
+	// The analysis opens the input again (it may cut replicas between
+	// steps, which the hang post-mortem must not see): its warnings were
+	// printed by readStep, its progress is shown.
+	aopts := &analyzeOptions{paths: opts.paths, quiet: opts.quiet, noWarn: true, stream: "always", memory: opts.memory, stdout: io.Discard, stderr: opts.stderr}
 	rep, err := analyzeStreamed(aopts, step, plan)
 	if err != nil {
 		return reportInput{}, err
@@ -189,7 +192,9 @@ func reportStep(opts *reportOptions, step int64, plan streamPlan) (reportInput, 
 		}
 		ch.MapFiles()
 		defer debug.SetGCPercent(debug.SetGCPercent(25))
-		h, err := hang.RunChunks(ch, hang.Options{Files: hangFiles(ch.Files)})
+		bar := newProgress(opts.stderr, "diagnosing", int64(ch.NumChunks()), "chunks", opts.quiet)
+		defer bar.done()
+		h, err := hang.RunChunks(ch, hang.Options{Files: hangFiles(ch.Files), Progress: func(done, total int) { bar.set(int64(done)) }})
 		if err != nil {
 			if !opts.quiet {
 				fmt.Fprintf(opts.stderr, "ppprof: warning: no hang section: %v\n", err)

@@ -137,6 +137,27 @@ func TestReportStepStream(t *testing.T) {
 		}
 		readAs = saved
 	}
+	// A rank file cut short: its warning printed once, as read whole.
+	dir := fleetDir(t, "--schedule", "1f1b", "--dp", "3", "--tp", "2")
+	cut := filepath.Join(dir, "rank-00005.arrows")
+	st, err := os.Stat(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(cut, st.Size()*2/3); err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	for _, mode := range []string{"never", "always"} {
+		_, stderr, code := ppprof(t, "report", dir, "--step", "1", "--stream", mode, "--html", filepath.Join(t.TempDir(), "r.html"))
+		if code != 0 {
+			t.Fatalf("--stream %s, a file cut short: exit %d: %s", mode, code, stderr)
+		}
+		errs = append(errs, stderr)
+	}
+	if errs[0] != errs[1] || strings.Count(errs[1], "rank-00005.arrows") != 1 {
+		t.Errorf("a file cut short: stderr streamed %q, read whole %q: want the same, the file named once", errs[1], errs[0])
+	}
 	tr := simulated(t)
 	if _, stderr, code := ppprof(t, "report", tr, "--html", filepath.Join(t.TempDir(), "r.html"), "--stream", "always"); code != 1 || !strings.Contains(stderr, "give --step N") {
 		t.Errorf("--stream always without --step: exit %d, %q", code, stderr)

@@ -164,6 +164,9 @@ var cutAs = func(cut, chunks int) {}
 func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyze.Report, error) {
 	setMemoryLimit()
 	opt, prog := readingOptions(opts.stderr, opts.quiet)
+	if opts.noWarn {
+		opt.Warn = nil
+	}
 	warn := opt.Warn
 	if plan.optional {
 		opt.Warn = nil // printed below, unless read whole after all
