@@ -139,14 +139,7 @@ func TestReportStepStream(t *testing.T) {
 	}
 	// A rank file cut short: its warning printed once, as read whole.
 	dir := fleetDir(t, "--schedule", "1f1b", "--dp", "3", "--tp", "2")
-	cut := filepath.Join(dir, "rank-00005.arrows")
-	st, err := os.Stat(cut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(cut, st.Size()*2/3); err != nil {
-		t.Fatal(err)
-	}
+	cutTail(t, filepath.Join(dir, "rank-00005.arrows"))
 	var errs []string
 	for _, mode := range []string{"never", "always"} {
 		_, stderr, code := ppprof(t, "report", dir, "--step", "1", "--stream", mode, "--html", filepath.Join(t.TempDir(), "r.html"))

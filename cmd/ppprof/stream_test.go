@@ -195,14 +195,7 @@ func TestAnalyzeStreamAutoFits(t *testing.T) {
 			t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
 		}
 		// A rank file that lost its tail: a warning to print once.
-		cut := filepath.Join(dir, "rank-00005.arrows")
-		st, err := os.Stat(cut)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(cut, st.Size()*2/3); err != nil {
-			t.Fatal(err)
-		}
+		cutTail(t, filepath.Join(dir, "rank-00005.arrows"))
 		rows, exact, err := ingest.CountRows([]string{dir})
 		if err != nil || !exact {
 			t.Fatalf("CountRows: %d, %v, %v", rows, exact, err)
