@@ -80,6 +80,19 @@ for sub in all times decode; do
   printf '| %-44s | %-30s | %s |\n' "LZ4 decompression alone ($what), 1 core" \
     "$rate" "into one reused buffer, nothing kept: the most any decoder of these files can do; go test -bench DecompressOnly -cpu 1 ./trace/arrowv1/"
 done
+# How small LZ4 can make the same files: every buffer re-encoded at LZ4's
+# highest level (HC), per rank file and as one stream of 64 ranks.
+z=$(PPPROF_BENCH_DIR="$BENCH_DIR" go test -run XXX -bench 'LZ4Levels' -benchtime 1x ./trace/arrowv1/ 2>/dev/null | grep '^BenchmarkLZ4Levels' || true)
+for sub in rank-files one-stream; do
+  line=$(echo "$z" | awk -v b="BenchmarkLZ4Levels/$sub" '$1 ~ "^"b"(-[0-9]+)?$"')
+  [ -n "$line" ] || continue
+  get() { echo "$line" | awk -v u="$1" '{for(i=1;i<=NF;i++) if($(i+1)==u) printf "%.1f", $i}'; }
+  what="per-rank files as written"
+  [ "$sub" = one-stream ] && what="64 ranks in one stream, 64K-row batches"
+  printf '| %-44s | %-30s | %s |\n' "on disk, LZ4 at its highest level (HC 9): $what" \
+    "$(get lz4hc-B/event) B/event" \
+    "default level $(get lz4-B/event); of the HC bytes: seq $(get hc-seq-B/event), times $(get hc-times-B/event), string offsets $(get hc-str-offsets-B/event); go test -bench LZ4Levels ./trace/arrowv1/"
+done
 m=$(go test -run XXX -bench 'Match4096$' -cpu 1 -count "$RUNS" ./analyze/hang/ 2>/dev/null | grep '^BenchmarkMatch4096' || true)
 if [ -n "$m" ]; then
   ops=$(echo "$m" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="p2p-ops/cpu-s") print $i}' | median)

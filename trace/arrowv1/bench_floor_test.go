@@ -25,37 +25,7 @@ import (
 // into the model's columns (strings, kinds, validation), each file's
 // columns handed back (Recycle) for the next, as a streamed read does.
 func BenchmarkDecompressOnly(b *testing.B) {
-	var files [][]frame
-	var raw [][]byte
-	if dir := os.Getenv("PPPROF_BENCH_DIR"); dir != "" {
-		paths, err := filepath.Glob(filepath.Join(dir, "rank-*.arrows"))
-		if err != nil || len(paths) == 0 {
-			b.Fatalf("PPPROF_BENCH_DIR %s: no rank-*.arrows files (%v)", dir, err)
-		}
-		for _, p := range paths {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			fr, err := framesOf(data)
-			if err != nil {
-				b.Fatalf("%s: %v", p, err)
-			}
-			files = append(files, fr)
-			raw = append(raw, data)
-		}
-	} else {
-		var buf bytes.Buffer
-		if err := writeStream(&buf, benchTrace(), Options{Compression: LZ4}, memory.DefaultAllocator); err != nil {
-			b.Fatal(err)
-		}
-		fr, err := framesOf(buf.Bytes())
-		if err != nil {
-			b.Fatal(err)
-		}
-		files = append(files, fr)
-		raw = append(raw, buf.Bytes())
-	}
+	files, raw := benchFiles(b)
 	times := []int{trace.ColIssueNs, trace.ColStartNs, trace.ColEndNs}
 	for _, tc := range []struct {
 		name string
@@ -136,4 +106,39 @@ func BenchmarkDecompressOnly(b *testing.B) {
 		}
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
+}
+
+// benchFiles returns the files the size and decompression benchmarks
+// read, framed, and their bytes: with PPPROF_BENCH_DIR set, the rank
+// files there (as ppprof simulate --fleet writes them); else the
+// million-event trace of BenchmarkDecode, as one LZ4 stream.
+func benchFiles(b *testing.B) (files [][]frame, raw [][]byte) {
+	if dir := os.Getenv("PPPROF_BENCH_DIR"); dir != "" {
+		paths, err := filepath.Glob(filepath.Join(dir, "rank-*.arrows"))
+		if err != nil || len(paths) == 0 {
+			b.Fatalf("PPPROF_BENCH_DIR %s: no rank-*.arrows files (%v)", dir, err)
+		}
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fr, err := framesOf(data)
+			if err != nil {
+				b.Fatalf("%s: %v", p, err)
+			}
+			files = append(files, fr)
+			raw = append(raw, data)
+		}
+		return files, raw
+	}
+	var buf bytes.Buffer
+	if err := writeStream(&buf, benchTrace(), Options{Compression: LZ4}, memory.DefaultAllocator); err != nil {
+		b.Fatal(err)
+	}
+	fr, err := framesOf(buf.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return [][]frame{fr}, [][]byte{buf.Bytes()}
 }
