@@ -113,6 +113,7 @@ func reportRun(opts *reportOptions) error {
 		return err
 	}
 	t, rep := in.t, in.rep
+	defer collectOften()()
 	if opts.png != "" {
 		popt := report.PNGOptions{Width: opts.width, Height: opts.height, Panels: panels, Step: step}
 		if err := writeFileAtomic(opts.png, func(w io.Writer) error { return report.WritePNG(w, t, rep, popt) }); err != nil {

@@ -67,11 +67,12 @@ step N's events: the what-if of one step of a fleet-sized job.`,
 // whatIfBytesPerEvent is what whatif needs per event of a trace it reads
 // whole (the model, the analysis, the samples of every step, two step
 // graphs at a time), measured on the 24.7M-event fleet trace: 310 bytes
-// (docs/performance.md "Before and after the tenth session"). With --step
+// (docs/performance.md "Before and after the tenth session"); 256-261
+// since the what-if collects often (collectOften, eleventh session). With --step
 // N, --stream auto reads only the step when the input would need more than
 // half the memory (and for several Arrow files whatever their size,
 // streamPlan.forStep).
-const whatIfBytesPerEvent = 320
+const whatIfBytesPerEvent = 280
 
 func whatIfRun(opts *whatIfOptions) error {
 	format, err := report.ParseFormat(opts.format)
@@ -105,6 +106,7 @@ func whatIfRun(opts *whatIfOptions) error {
 	if err != nil {
 		return err
 	}
+	defer collectOften()()
 	wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Scenarios: opts.scenarios})
 	if err != nil {
 		return fmt.Errorf("what-if on %s: %w", describePaths(opts.paths), err)
