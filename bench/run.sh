@@ -91,7 +91,7 @@ for sub in rank-files one-stream; do
   [ "$sub" = one-stream ] && what="64 ranks in one stream, 64K-row batches"
   printf '| %-44s | %-30s | %s |\n' "on disk, LZ4 at its highest level (HC 9): $what" \
     "$(get lz4hc-B/event) B/event" \
-    "default level $(get lz4-B/event); of the HC bytes: seq $(get hc-seq-B/event), times $(get hc-times-B/event), string offsets $(get hc-str-offsets-B/event); go test -bench LZ4Levels ./trace/arrowv1/"
+    "default level $(get lz4-B/event); of the HC bytes: seq $(get hc-seq-B/event), times $(get hc-times-B/event), string offsets $(get hc-str-offsets-B/event); compresses at $(get lz4hc-MB/s) MB/s against $(get lz4-MB/s); go test -bench LZ4Levels ./trace/arrowv1/"
 done
 m=$(go test -run XXX -bench 'Match4096$' -cpu 1 -count "$RUNS" ./analyze/hang/ 2>/dev/null | grep '^BenchmarkMatch4096' || true)
 if [ -n "$m" ]; then

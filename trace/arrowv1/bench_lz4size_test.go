@@ -3,6 +3,7 @@ package arrowv1
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -56,8 +57,10 @@ func (g *growBuf) Write(p []byte) (int, error) { g.b = append(g.b, p...); return
 // BenchmarkDecode's trace as one stream; "one-stream" the first 64 of
 // those rank files (a pipeline's ranks: with the fleet's layout, 8
 // stages of 8 TP ranks) written as one stream of DefaultBatchRows-row
-// batches, as ppprof convert writes a job. The time per op is the HC
-// compression's, of no interest; run with -benchtime 1x.
+// batches, as ppprof convert writes a job. "lz4-MB/s" and "lz4hc-MB/s"
+// are each level's compression speed (uncompressed bytes a second, one
+// core, with the frames' check that they decode back). Run with
+// -benchtime 1x.
 func BenchmarkLZ4Levels(b *testing.B) {
 	files, raw := benchFiles(b)
 	b.Run("rank-files", func(b *testing.B) { lz4Levels(b, files, raw, max(1, len(files)/64)) })
@@ -99,8 +102,11 @@ func lz4Levels(b *testing.B, files [][]frame, raw [][]byte, step int) {
 	w := lz4.NewWriter(nil)
 	var out growBuf
 	check := make([]byte, 1<<20)
+	var fastTime, hcTime time.Duration // compressing (and checking) at each level
+	var in int64                       // bytes compressed at each
 	for b.Loop() {
 		rows, written, framing, fast, hc, hcSeq, hcTimes, hcOffsets = 0, 0, 0, 0, 0, 0, 0, 0
+		fastTime, hcTime, in = 0, 0, 0
 		for f := 0; f < len(files); f += step {
 			frames := files[f]
 			written += int64(len(raw[f]))
@@ -132,8 +138,11 @@ func lz4Levels(b *testing.B, files [][]frame, raw [][]byte, step int) {
 					if len(v) > len(check) {
 						check = make([]byte, len(v))
 					}
+					t0 := time.Now()
 					fast += int64(lz4Len(b, v, lz4.Fast, w, &out, check))
+					t1 := time.Now()
 					n := int64(lz4Len(b, v, lz4.Level9, w, &out, check))
+					fastTime, hcTime, in = fastTime+t1.Sub(t0), hcTime+time.Since(t1), in+int64(len(v))
 					hc += n
 					col := colOf(plan, k)
 					isOffsets := (col == trace.ColShape || col == trace.ColDtype || col == trace.ColGroup) && k == plan.fields[plan.col[col]].buf+1
@@ -157,6 +166,8 @@ func lz4Levels(b *testing.B, files [][]frame, raw [][]byte, step int) {
 	b.ReportMetric(per(hcTimes), "hc-times-B/event")
 	b.ReportMetric(per(hcOffsets), "hc-str-offsets-B/event")
 	b.ReportMetric(per(framing), "framing-B/event")
+	b.ReportMetric(float64(in)/fastTime.Seconds()/1e6, "lz4-MB/s")
+	b.ReportMetric(float64(in)/hcTime.Seconds()/1e6, "lz4hc-MB/s")
 }
 
 // sumBuffers is the bytes of fr's buffers as stored.
