@@ -69,6 +69,33 @@ func BenchmarkMatch4096(b *testing.B) {
 	}
 }
 
+// BenchmarkMatchColumns4096 is the floor under BenchmarkMatch4096 on
+// this machine: one pass over the columns matching reads of every row
+// (kind and peer, then step, micro-batch, bytes, shape and dtype: the
+// labels every pair compares), summed and nothing else, on the same
+// trace. Its "p2p-ops/cpu-s" is the rate matching would have if it cost
+// no more than reading its columns once; bench/run.sh prints it beside
+// the matching's. Run it with -cpu 1.
+func BenchmarkMatchColumns4096(b *testing.B) {
+	t := bigHang(b)
+	ops := p2pOps(t)
+	n := t.Len()
+	kind, peer, step, mb, bytes, shape, dtype := t.Kind[:n], t.Peer[:n], t.Step[:n], t.MicroBatch[:n], t.Bytes[:n], t.Shape[:n], t.Dtype[:n]
+	var sum uint64
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		for i := range kind {
+			sum += uint64(kind[i]) ^ uint64(peer[i]) ^ uint64(step[i]) ^ uint64(mb[i]) ^ uint64(bytes[i]) ^ uint64(shape[i]) ^ uint64(dtype[i])
+		}
+	}
+	reportCPU(b, cpu0, ops)
+	b.ReportMetric(float64(2+4+8+4+8+4+4), "B/row") // the columns read
+	if sum == 0 {
+		b.Fatal("no rows")
+	}
+}
+
 // reportCPU reports the CPU time per op since cpu0 (all threads: with
 // -cpu 1 it is the time of one core), and ops per CPU second.
 func reportCPU(b *testing.B, cpu0 int64, ops int) {
