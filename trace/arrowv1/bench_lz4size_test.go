@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
 	"github.com/pierrec/lz4/v4"
 
 	"github.com/ppprof/ppprof/trace"
@@ -17,7 +16,7 @@ import (
 // writes one (independent 64 KiB blocks, no checksums), or buf itself
 // when that is shorter. It fails the benchmark if the frame does not
 // decode back to buf.
-func lz4Len(b *testing.B, buf []byte, level lz4.CompressionLevel, w *lz4.Writer, out *growBuf, check []byte) int {
+func lz4Len(b testing.TB, buf []byte, level lz4.CompressionLevel, w *lz4.Writer, out *growBuf, check []byte) int {
 	if len(buf) == 0 {
 		return 0
 	}
@@ -86,8 +85,36 @@ func BenchmarkLZ4Levels(b *testing.B) {
 	})
 }
 
+// lz4Sizes are BenchmarkLZ4Levels' measures of some files: bytes in all
+// (rows, the files, their framing, their buffers at each level, some
+// columns' HC bytes) and each level's compression time.
+type lz4Sizes struct {
+	rows, written, framing, fast, hc, hcSeq, hcTimes, hcOffsets int64
+	in                                                          int64 // bytes compressed at each level
+	fastTime, hcTime                                            time.Duration
+}
+
 // lz4Levels is BenchmarkLZ4Levels on every step-th of files.
 func lz4Levels(b *testing.B, files [][]frame, raw [][]byte, step int) {
+	var z lz4Sizes
+	for b.Loop() {
+		z = measureLZ4(b, files, raw, step)
+	}
+	per := func(n int64) float64 { return float64(n) / float64(z.rows) }
+	b.ReportMetric(per(z.written), "written-B/event")
+	b.ReportMetric(per(z.framing+z.fast), "lz4-B/event")
+	b.ReportMetric(per(z.framing+z.hc), "lz4hc-B/event")
+	b.ReportMetric(per(z.hcSeq), "hc-seq-B/event")
+	b.ReportMetric(per(z.hcTimes), "hc-times-B/event")
+	b.ReportMetric(per(z.hcOffsets), "hc-str-offsets-B/event")
+	b.ReportMetric(per(z.framing), "framing-B/event")
+	b.ReportMetric(float64(z.in)/z.fastTime.Seconds()/1e6, "lz4-MB/s")
+	b.ReportMetric(float64(z.in)/z.hcTime.Seconds()/1e6, "lz4hc-MB/s")
+}
+
+// measureLZ4 re-encodes every buffer of every step-th of files at LZ4's
+// default level and at HC level 9 (lz4Len).
+func measureLZ4(tb testing.TB, files [][]frame, raw [][]byte, step int) (z lz4Sizes) {
 	colOf := func(plan *fastPlan, k int) int { // the v1 column of buffer k
 		for i := len(plan.fields) - 1; i >= 0; i-- {
 			if k >= plan.fields[i].buf {
@@ -96,78 +123,62 @@ func lz4Levels(b *testing.B, files [][]frame, raw [][]byte, step int) {
 		}
 		return -1
 	}
-	var rows, written, framing, fast, hc, hcSeq, hcTimes, hcOffsets int64
 	var sc fastScratch
 	defer sc.release()
 	w := lz4.NewWriter(nil)
 	var out growBuf
 	check := make([]byte, 1<<20)
-	var fastTime, hcTime time.Duration // compressing (and checking) at each level
-	var in int64                       // bytes compressed at each
-	for b.Loop() {
-		rows, written, framing, fast, hc, hcSeq, hcTimes, hcOffsets = 0, 0, 0, 0, 0, 0, 0, 0
-		fastTime, hcTime, in = 0, 0, 0
-		for f := 0; f < len(files); f += step {
-			frames := files[f]
-			written += int64(len(raw[f]))
-			framing += int64(len(raw[f]))
-			plan, ok := planFor(frames[0])
-			if !ok {
-				b.Fatal("not a file ppprof's decoder reads")
+	for f := 0; f < len(files); f += step {
+		frames := files[f]
+		z.written += int64(len(raw[f]))
+		z.framing += int64(len(raw[f]))
+		plan, ok := planFor(frames[0])
+		if !ok {
+			tb.Fatal("not a file ppprof's decoder reads")
+		}
+		for i := 1; i < len(frames); i++ {
+			fr := &frames[i]
+			for _, bf := range fr.info.buffers {
+				z.framing -= bf[1]
 			}
-			for i := 1; i < len(frames); i++ {
-				fr := &frames[i]
-				for _, bf := range fr.info.buffers {
-					framing -= bf[1]
-				}
-				if fr.info.header != headerRecordBatch {
-					fast += sumBuffers(fr) // dictionaries: as they are
-					hc += sumBuffers(fr)
-					continue
-				}
-				bc, ok := plan.cols(fr, &sc)
+			if fr.info.header != headerRecordBatch {
+				z.fast += sumBuffers(fr) // dictionaries: as they are
+				z.hc += sumBuffers(fr)
+				continue
+			}
+			bc, ok := plan.cols(fr, &sc)
+			if !ok {
+				tb.Fatal("record batch does not match its schema")
+			}
+			z.rows += int64(bc.n)
+			for k := range fr.info.buffers {
+				v, ok := bc.bb.read(k, nil, &sc, 1)
 				if !ok {
-					b.Fatal("record batch does not match its schema")
+					tb.Fatal("buffer does not decompress")
 				}
-				rows += int64(bc.n)
-				for k := range fr.info.buffers {
-					v, ok := bc.bb.read(k, nil, &sc, 1)
-					if !ok {
-						b.Fatal("buffer does not decompress")
-					}
-					if len(v) > len(check) {
-						check = make([]byte, len(v))
-					}
-					t0 := time.Now()
-					fast += int64(lz4Len(b, v, lz4.Fast, w, &out, check))
-					t1 := time.Now()
-					n := int64(lz4Len(b, v, lz4.Level9, w, &out, check))
-					fastTime, hcTime, in = fastTime+t1.Sub(t0), hcTime+time.Since(t1), in+int64(len(v))
-					hc += n
-					col := colOf(plan, k)
-					isOffsets := (col == trace.ColShape || col == trace.ColDtype || col == trace.ColGroup) && k == plan.fields[plan.col[col]].buf+1
-					switch {
-					case col == trace.ColSeq:
-						hcSeq += n
-					case col == trace.ColIssueNs || col == trace.ColStartNs || col == trace.ColEndNs:
-						hcTimes += n
-					case isOffsets:
-						hcOffsets += n
-					}
+				if len(v) > len(check) {
+					check = make([]byte, len(v))
+				}
+				t0 := time.Now()
+				z.fast += int64(lz4Len(tb, v, lz4.Fast, w, &out, check))
+				t1 := time.Now()
+				n := int64(lz4Len(tb, v, lz4.Level9, w, &out, check))
+				z.fastTime, z.hcTime, z.in = z.fastTime+t1.Sub(t0), z.hcTime+time.Since(t1), z.in+int64(len(v))
+				z.hc += n
+				col := colOf(plan, k)
+				isOffsets := (col == trace.ColShape || col == trace.ColDtype || col == trace.ColGroup) && k == plan.fields[plan.col[col]].buf+1
+				switch {
+				case col == trace.ColSeq:
+					z.hcSeq += n
+				case col == trace.ColIssueNs || col == trace.ColStartNs || col == trace.ColEndNs:
+					z.hcTimes += n
+				case isOffsets:
+					z.hcOffsets += n
 				}
 			}
 		}
 	}
-	per := func(n int64) float64 { return float64(n) / float64(rows) }
-	b.ReportMetric(per(written), "written-B/event")
-	b.ReportMetric(per(framing+fast), "lz4-B/event")
-	b.ReportMetric(per(framing+hc), "lz4hc-B/event")
-	b.ReportMetric(per(hcSeq), "hc-seq-B/event")
-	b.ReportMetric(per(hcTimes), "hc-times-B/event")
-	b.ReportMetric(per(hcOffsets), "hc-str-offsets-B/event")
-	b.ReportMetric(per(framing), "framing-B/event")
-	b.ReportMetric(float64(in)/fastTime.Seconds()/1e6, "lz4-MB/s")
-	b.ReportMetric(float64(in)/hcTime.Seconds()/1e6, "lz4hc-MB/s")
+	return z
 }
 
 // sumBuffers is the bytes of fr's buffers as stored.
@@ -177,4 +188,43 @@ func sumBuffers(fr *frame) int64 {
 		n += bf[1]
 	}
 	return n
+}
+
+// TestLZ4Levels checks what BenchmarkLZ4Levels' figures rest on, on one
+// rank's 20,000 rows of BenchmarkDecode's trace written as ppprof writes a
+// rank's stream (LZ4, 2048-row batches): re-encoding every buffer at the
+// default level gives back the file's size, within 0.1% (the measure is faithful to
+// how arrow-go compresses), HC is no larger, and the seq column (0, 1, 2,
+// ...) costs at least 4 bytes a row even at HC level 9, the floor
+// docs/performance.md argues for a column counting by one.
+func TestLZ4Levels(t *testing.T) {
+	tr := benchTrace().Slice(0, 20000)
+	for i := range tr.Len() {
+		if tr.Rank[i] != tr.Rank[0] || tr.Seq[i] != int64(i) {
+			t.Fatalf("row %d: rank %d seq %d: want one rank counting from 0", i, tr.Rank[i], tr.Seq[i])
+		}
+	}
+	var buf bytes.Buffer
+	if err := writeStream(&buf, tr, Options{Compression: LZ4, BatchRows: 2048}, memory.DefaultAllocator); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := framesOf(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := measureLZ4(t, [][]frame{fr}, [][]byte{buf.Bytes()}, 1)
+	if z.rows != int64(tr.Len()) {
+		t.Fatalf("measured %d rows, want %d", z.rows, tr.Len())
+	}
+	per := func(n int64) float64 { return float64(n) / float64(z.rows) }
+	t.Logf("written %.2f, lz4 %.2f, lz4hc %.2f B/event; HC seq %.3f, times %.2f", per(z.written), per(z.framing+z.fast), per(z.framing+z.hc), per(z.hcSeq), per(z.hcTimes))
+	if d := z.framing + z.fast - z.written; d < -z.written/1000 || d > z.written/1000 {
+		t.Errorf("re-encoded at the default level: %d bytes, the file %d: not within 0.1%%", z.framing+z.fast, z.written)
+	}
+	if z.hc > z.fast {
+		t.Errorf("HC %d bytes > default level %d", z.hc, z.fast)
+	}
+	if per(z.hcSeq) < 4 {
+		t.Errorf("seq at HC level 9: %.3f B/row, below the 4 argued as LZ4's floor", per(z.hcSeq))
+	}
 }
