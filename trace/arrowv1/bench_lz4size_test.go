@@ -191,12 +191,12 @@ func sumBuffers(fr *frame) int64 {
 }
 
 // TestLZ4Levels checks what BenchmarkLZ4Levels' figures rest on, on one
-// rank's 20,000 rows of BenchmarkDecode's trace written as ppprof writes a
-// rank's stream (LZ4, 2048-row batches): re-encoding every buffer at the
-// default level gives back the file's size, within 0.1% (the measure is faithful to
-// how arrow-go compresses), HC is no larger, and the seq column (0, 1, 2,
-// ...) costs at least 4 bytes a row even at HC level 9, the floor
-// docs/performance.md argues for a column counting by one.
+// rank's 20,000 rows of BenchmarkDecode's trace written as ppprof writes
+// a rank's stream (LZ4, 2048-row batches): re-encoding every buffer at
+// the default level gives back the file's size within 0.1% (the measure
+// is faithful to how arrow-go compresses), HC is no larger, and the seq
+// column (0, 1, 2, ...) costs at least 4 bytes a row even at HC level 9,
+// the floor docs/performance.md argues for a column counting by one.
 func TestLZ4Levels(t *testing.T) {
 	tr := benchTrace().Slice(0, 20000)
 	for i := range tr.Len() {
