@@ -31,6 +31,10 @@ type ClockOffset struct {
 	P2PPairs      int // matched send/receive pairs behind the bounds
 }
 
+// allPairsDomains is the most files of one collective whose every pair
+// gets an estimate (a tensor-parallel group's 8, a node's).
+const allPairsDomains = 16
+
 // alignClocks puts the files of other tools on one time base, in place:
 //
 //  1. the file holding the lowest rank is the reference (offset 0); a file
@@ -51,6 +55,11 @@ type ClockOffset struct {
 //     offset is a warning.
 //
 // Files of collector formats (Arrow, CSV, JSONL) are never shifted.
+//
+// A collective shared by more than allPairsDomains files gives an estimate
+// for each file against the lowest of them only, so that the work grows
+// with the files, not with their square (a collective of the world group
+// of 4096 ranks' dumps).
 func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 	// 1. Domains.
 	domainOf := map[trace.Rank]int{}
@@ -107,6 +116,21 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 	}
 	diffs := make(map[[2]int][]int64) // (a, b) -> x_b - x_a estimates
 	for _, byDom := range ends {
+		if len(byDom) > allPairsDomains {
+			// A collective of many files (a data-parallel or world group
+			// of a fleet): each file against the lowest one, not every
+			// pair (4096 dumps would make 8.4M pairs a collective).
+			lo := math.MaxInt
+			for a := range byDom {
+				lo = min(lo, a)
+			}
+			for b, eb := range byDom {
+				if b != lo {
+					diffs[[2]int{lo, b}] = append(diffs[[2]int{lo, b}], byDom[lo]-eb)
+				}
+			}
+			continue
+		}
 		for a, ea := range byDom {
 			for b, eb := range byDom {
 				if a < b {

@@ -36,7 +36,12 @@ type pickleOp struct {
 	refuse   bool
 }
 
-var pickleOps = func() map[byte]pickleOp {
+// pickleOps describes every opcode (known false: unknown), indexed by the
+// opcode byte: checkPickle looks up one a byte.
+var pickleOps = func() (ops [256]struct {
+	pickleOp
+	known bool
+}) {
 	m := map[byte]pickleOp{}
 	fixed := func(op byte, n int) { m[op] = pickleOp{n: n} }
 	for _, op := range []byte{'(', '.', '0', '2', '1', 'N', ')', ']', '}', 'a', 'e', 's', 'u', 't', 'l', 'd', 0x85, 0x86, 0x87, 0x88, 0x89, 0x8f, 0x90, 0x91, 0x94, 0x97, 0x98} {
@@ -69,7 +74,10 @@ var pickleOps = func() map[byte]pickleOp {
 	for _, op := range []byte{'c', 'i', 0x93, 'R', 'b', 'o', 0x81, 0x92, 0x82, 0x83, 0x84, 'P', 'Q'} {
 		m[op] = pickleOp{refuse: true}
 	}
-	return m
+	for op, d := range m {
+		ops[op].pickleOp, ops[op].known = d, true
+	}
+	return ops
 }()
 
 // pickleOpNames names the refused opcodes in errors.
@@ -80,8 +88,8 @@ var pickleOpNames = map[byte]string{'c': "GLOBAL", 'i': "INST", 0x93: "STACK_GLO
 func checkPickle(data []byte) error {
 	for pos := 0; pos < len(data); {
 		op := data[pos]
-		d, ok := pickleOps[op]
-		if !ok {
+		d := pickleOps[op]
+		if !d.known {
 			return fmt.Errorf("pickle: unknown opcode 0x%02x at byte %d", op, pos)
 		}
 		if d.refuse {
@@ -190,7 +198,11 @@ func plainValue(v any, depth int, budget *int) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			out[fmt.Sprint(k)] = val
+			if s, ok := k.(string); ok {
+				out[s] = val
+			} else {
+				out[fmt.Sprint(k)] = val
+			}
 		}
 		return out, nil
 	case *types.List:
