@@ -146,6 +146,14 @@ func loadPickle(data []byte) (v any, err error) {
 	if err := checkPickle(data); err != nil {
 		return nil, err
 	}
+	if v, ok := fastPickle(data); ok {
+		return v, nil
+	}
+	return slowPickle(data)
+}
+
+// slowPickle is loadPickle's generic path: gopickle, then plainValue.
+func slowPickle(data []byte) (v any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			v, err = nil, fmt.Errorf("pickle: corrupt data: %v", p)

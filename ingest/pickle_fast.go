@@ -1,0 +1,449 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+)
+
+// fastPickle decodes the pickles Flight Recorder dumps are (dicts, lists
+// and tuples of strings, integers, floats, booleans and None, strings
+// memoized by value) straight into the plain data loadPickle's second gate
+// makes, without gopickle's intermediate objects: on the dumps of a
+// 4096-rank job (8M entries) the generic path took most of `ppprof hang`'s
+// time (docs/performance.md, "Flight Recorder dumps of a fleet").
+//
+// It takes a subset of the binary opcodes and a subset of their uses; on
+// anything else (text or Python 2 opcodes, bytes, sets, a memoized or
+// duplicated container used twice, a key that is not a string or an
+// integer, malformed input of any kind, nesting past plainValue's limit)
+// it gives up (ok false) and loadPickle takes the generic path, which
+// makes the same values or says what is wrong. When ok is true, v is what
+// the generic path returns for data, with the same Go types (the tests
+// check it on every fixture and under the fuzzer: FuzzFastPickle).
+//
+// data must have passed checkPickle.
+func fastPickle(data []byte) (v any, ok bool) {
+	d := pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024}
+	return d.run()
+}
+
+// plist is a list being built: appends mutate it where it lies on the
+// stack. It becomes a []any when its parent takes it (settle).
+type plist struct {
+	items []any
+	taken bool
+}
+
+// memoContainer marks a memo slot that holds a container: getting it
+// would share it, which the generic path copies (and bounds); fastPickle
+// gives up instead.
+type memoContainer struct{}
+
+type pickleDecoder struct {
+	data   []byte
+	pos    int
+	stack []any
+	size  []vsize // per stack value
+	marks []int
+	memo  []any // index -> value; nil slot: unset (a set None is pnone)
+	// budget is the generic path's bound on the values it copies (each
+	// reference to a memoized tuple is copied again).
+	budget int64
+}
+
+// vsize is the depth of a value's tree (0: a scalar; an overestimate by
+// one at most) and the number of values plainValue visits to copy it.
+type vsize struct {
+	h int32
+	n int64
+}
+
+// memoTuple is a tuple in the memo: immutable, so getting it again is
+// safe (the generic path copies it each time: its size is counted).
+type memoTuple struct {
+	v []any
+	vsize
+}
+
+// pnone is None in the memo (nil marks an unset slot).
+type pnone struct{}
+
+// maxPlainDepth is plainValue's nesting limit.
+const maxPlainDepth = 64
+
+func (d *pickleDecoder) push(v any, sz vsize) {
+	d.stack = append(d.stack, v)
+	d.size = append(d.size, sz)
+}
+
+var scalar = vsize{0, 1}
+
+// drop removes the top n values.
+func (d *pickleDecoder) drop(n int) {
+	d.stack, d.size = d.stack[:len(d.stack)-n], d.size[:len(d.size)-n]
+}
+
+// grow adds children of size sz to the container at stack index at; ok
+// false past plainValue's limits.
+func (d *pickleDecoder) grow(at int, sz vsize) bool {
+	c := &d.size[at]
+	c.h = max(c.h, sz.h+1)
+	c.n += sz.n
+	return c.h <= maxPlainDepth && c.n <= d.budget
+}
+
+// settle turns a stack value into the plain value its parent holds; ok
+// false for a list taken twice.
+func settle(v any) (any, bool) {
+	if l, isList := v.(*plist); isList {
+		if l.taken {
+			return nil, false
+		}
+		l.taken = true
+		if l.items == nil {
+			return []any{}, true
+		}
+		return l.items, true
+	}
+	return v, true
+}
+
+// popMark returns the values above the last mark (settled) and their
+// greatest height, and drops them.
+func (d *pickleDecoder) popMark() (items []any, sz vsize, ok bool) {
+	if len(d.marks) == 0 {
+		return nil, sz, false
+	}
+	m := d.marks[len(d.marks)-1]
+	d.marks = d.marks[:len(d.marks)-1]
+	if m > len(d.stack) {
+		return nil, sz, false
+	}
+	items, sz, ok = d.take(len(d.stack) - m)
+	return items, sz, ok
+}
+
+// take pops the top n values, settled, with their greatest depth and
+// their total count.
+func (d *pickleDecoder) take(n int) (items []any, sz vsize, ok bool) {
+	m := len(d.stack) - n
+	items = make([]any, n)
+	for i, v := range d.stack[m:] {
+		if items[i], ok = settle(v); !ok {
+			return nil, sz, false
+		}
+		sz.h = max(sz.h, d.size[m+i].h)
+		sz.n += d.size[m+i].n
+	}
+	d.drop(n)
+	return items, sz, true
+}
+
+// frame is the number of stack values above the last mark (all of them
+// when there is none): the values an opcode may take, as the generic
+// unpickler's stack holds only those.
+func (d *pickleDecoder) frame() int {
+	if len(d.marks) == 0 {
+		return len(d.stack)
+	}
+	return len(d.stack) - d.marks[len(d.marks)-1]
+}
+
+// below is the index of the stack value right below the current mark
+// (the container SETITEMS and APPENDS add to), -1 when there is none.
+func (d *pickleDecoder) below() int {
+	if len(d.marks) == 0 {
+		return -1
+	}
+	return d.marks[len(d.marks)-1] - 1
+}
+
+// key is the map key plainValue makes of a dict key: a string as it is, an
+// integer in decimal (fmt.Sprint's); ok false for anything else.
+func key(k any) (string, bool) {
+	switch x := k.(type) {
+	case string:
+		return x, true
+	case int:
+		return strconv.Itoa(x), true
+	}
+	return "", false
+}
+
+func (d *pickleDecoder) setItems(m map[string]any, items []any) bool {
+	if len(items)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(items); i += 2 {
+		k, ok := key(items[i])
+		if !ok {
+			return false
+		}
+		m[k] = items[i+1]
+	}
+	return true
+}
+
+func (d *pickleDecoder) arg(n int) ([]byte, bool) {
+	if d.pos+n > len(d.data) || n < 0 {
+		return nil, false
+	}
+	b := d.data[d.pos : d.pos+n]
+	d.pos += n
+	return b, true
+}
+
+func (d *pickleDecoder) put(i int) bool {
+	if d.frame() == 0 || i < 0 || i > len(d.data) {
+		return false
+	}
+	for len(d.memo) <= i {
+		d.memo = append(d.memo, nil)
+	}
+	switch v := d.stack[len(d.stack)-1].(type) {
+	case []any:
+		d.memo[i] = memoTuple{v, d.size[len(d.size)-1]}
+	case *plist, map[string]any:
+		d.memo[i] = memoContainer{}
+	case nil:
+		d.memo[i] = pnone{}
+	default:
+		d.memo[i] = v
+	}
+	return true
+}
+
+func (d *pickleDecoder) get(i int) bool {
+	if i < 0 || i >= len(d.memo) {
+		return false
+	}
+	switch v := d.memo[i].(type) {
+	case nil, memoContainer:
+		return false
+	case pnone:
+		d.push(nil, scalar)
+	case memoTuple:
+		d.push(v.v, v.vsize)
+	default:
+		d.push(v, scalar)
+	}
+	return true
+}
+
+// container pushes a new container holding children of size sz.
+func (d *pickleDecoder) container(v any, sz vsize) bool {
+	d.push(v, vsize{0, 1})
+	return d.grow(len(d.stack)-1, sz)
+}
+
+func (d *pickleDecoder) run() (any, bool) {
+	data := d.data
+	for d.pos < len(data) {
+		op := data[d.pos]
+		d.pos++
+		switch op {
+		case 0x80: // PROTO
+			if b, ok := d.arg(1); !ok || b[0] > 5 {
+				return nil, false
+			}
+		case 0x95: // FRAME: framing only
+			if _, ok := d.arg(8); !ok {
+				return nil, false
+			}
+		case '(': // MARK
+			d.marks = append(d.marks, len(d.stack))
+		case '.': // STOP
+			if d.frame() == 0 {
+				return nil, false
+			}
+			v, ok := settle(d.stack[len(d.stack)-1])
+			return v, ok
+		case 'N':
+			d.push(nil, scalar)
+		case 0x88:
+			d.push(true, scalar)
+		case 0x89:
+			d.push(false, scalar)
+		case 'K': // BININT1
+			b, ok := d.arg(1)
+			if !ok {
+				return nil, false
+			}
+			d.push(int(b[0]), scalar)
+		case 'M': // BININT2
+			b, ok := d.arg(2)
+			if !ok {
+				return nil, false
+			}
+			d.push(int(binary.LittleEndian.Uint16(b)), scalar)
+		case 'J': // BININT
+			b, ok := d.arg(4)
+			if !ok {
+				return nil, false
+			}
+			d.push(int(int32(binary.LittleEndian.Uint32(b))), scalar)
+		case 0x8a: // LONG1, up to 8 bytes (as gopickle: an int)
+			b, ok := d.arg(1)
+			if !ok || b[0] == 0 || b[0] > 8 {
+				return nil, false
+			}
+			n := int(b[0])
+			b, ok = d.arg(n)
+			if !ok {
+				return nil, false
+			}
+			var ux uint64
+			for i := n - 1; i >= 0; i-- {
+				ux = ux<<8 | uint64(b[i])
+			}
+			if shift := 64 - 8*uint(n); b[n-1]&0x80 != 0 {
+				ux |= ^uint64(0) << (64 - shift) // sign-extend
+			}
+			d.push(int(int64(ux)), scalar)
+		case 'G': // BINFLOAT
+			b, ok := d.arg(8)
+			if !ok {
+				return nil, false
+			}
+			d.push(math.Float64frombits(binary.BigEndian.Uint64(b)), scalar)
+		case 'X', 0x8c, 0x8d: // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+			w := 4
+			switch op {
+			case 0x8c:
+				w = 1
+			case 0x8d:
+				w = 8
+			}
+			b, ok := d.arg(w)
+			if !ok {
+				return nil, false
+			}
+			var n uint64
+			switch w {
+			case 1:
+				n = uint64(b[0])
+			case 4:
+				n = uint64(binary.LittleEndian.Uint32(b))
+			default:
+				n = binary.LittleEndian.Uint64(b)
+			}
+			if n > uint64(len(data)-d.pos) {
+				return nil, false
+			}
+			s, _ := d.arg(int(n))
+			d.push(string(s), scalar)
+		case 'q': // BINPUT
+			b, ok := d.arg(1)
+			if !ok || !d.put(int(b[0])) {
+				return nil, false
+			}
+		case 'r': // LONG_BINPUT
+			b, ok := d.arg(4)
+			if !ok || !d.put(int(binary.LittleEndian.Uint32(b))) {
+				return nil, false
+			}
+		case 0x94: // MEMOIZE
+			if !d.put(len(d.memo)) {
+				return nil, false
+			}
+		case 'h': // BINGET
+			b, ok := d.arg(1)
+			if !ok || !d.get(int(b[0])) {
+				return nil, false
+			}
+		case 'j': // LONG_BINGET
+			b, ok := d.arg(4)
+			if !ok || !d.get(int(binary.LittleEndian.Uint32(b))) {
+				return nil, false
+			}
+		case '}': // EMPTY_DICT
+			d.push(map[string]any{}, scalar)
+		case ']': // EMPTY_LIST
+			d.push(&plist{}, scalar)
+		case ')': // EMPTY_TUPLE
+			d.push([]any{}, scalar)
+		case 0x85, 0x86, 0x87: // TUPLE1, TUPLE2, TUPLE3
+			n := int(op-0x85) + 1
+			if d.frame() < n {
+				return nil, false
+			}
+			t, sz, ok := d.take(n)
+			if !ok || !d.container(t, sz) {
+				return nil, false
+			}
+		case 't', 'l', 'd': // TUPLE, LIST, DICT (from the mark)
+			items, sz, ok := d.popMark()
+			if !ok {
+				return nil, false
+			}
+			switch op {
+			case 't':
+				ok = d.container(items, sz)
+			case 'l':
+				ok = d.container(&plist{items: items}, sz)
+			default:
+				m := make(map[string]any, len(items)/2)
+				ok = d.setItems(m, items) && d.container(m, sz)
+			}
+			if !ok {
+				return nil, false
+			}
+		case 'e', 'u': // APPENDS, SETITEMS
+			at := d.below()
+			items, sz, ok := d.popMark()
+			if !ok || at < 0 || at != len(d.stack)-1 || d.frame() == 0 || !d.grow(at, sz) {
+				return nil, false
+			}
+			if op == 'e' {
+				l, isList := d.stack[at].(*plist)
+				if !isList || l.taken {
+					return nil, false
+				}
+				l.items = append(l.items, items...)
+			} else {
+				m, isMap := d.stack[at].(map[string]any)
+				if !isMap || !d.setItems(m, items) {
+					return nil, false
+				}
+			}
+		case 'a', 's': // APPEND, SETITEM
+			n := 1 // APPEND: a value
+			if op == 's' {
+				n = 2 // SETITEM: a key and a value
+			}
+			at := len(d.stack) - n - 1
+			if d.frame() < n+1 {
+				return nil, false
+			}
+			vals, sz, ok := d.take(n)
+			if !ok || !d.grow(at, sz) {
+				return nil, false
+			}
+			if op == 'a' {
+				l, isList := d.stack[at].(*plist)
+				if !isList || l.taken {
+					return nil, false
+				}
+				l.items = append(l.items, vals[0])
+			} else {
+				m, isMap := d.stack[at].(map[string]any)
+				if !isMap || !d.setItems(m, vals) {
+					return nil, false
+				}
+			}
+		case '0': // POP
+			if d.frame() == 0 {
+				return nil, false
+			}
+			d.drop(1)
+		case '1': // POP_MARK
+			if _, _, ok := d.popMark(); !ok {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,141 @@
+package ingest
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ppprof/ppprof/internal/frdump"
+	"github.com/ppprof/ppprof/sim"
+)
+
+// pickleSeeds are real and hand-made pickles: the shared Megatron dumps
+// (torch's pickler), the fixtures (Python's, protocols 2 and 4), a dump
+// frdump writes, and opcode sequences the fast decoder must refuse or
+// get right (memoized containers used twice, odd SETITEMS, marks, deep
+// nesting, LONG1 of every size, protocol 6).
+func pickleSeeds(t testing.TB) [][]byte {
+	var out [][]byte
+	paths, _ := filepath.Glob("../../shared/data/flight_recorder/*/_dump_*")
+	paths = append(paths, "testdata/fr/proto2/_dump_0", "testdata/fr/proto4/_dump_0")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	dir := t.TempDir()
+	if _, _, err := frdump.Write(dir, frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: 2, TP: 2, MicroBatches: 2}, Layers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "_dump_1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, b)
+	deep := []byte{0x80, 2}
+	for range 70 {
+		deep = append(deep, ']', '(')
+	}
+	for range 70 {
+		deep = append(deep, 'e')
+	}
+	for _, s := range []string{
+		"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01h\x00u.",          // a dict inside itself, by memo
+		"\x80\x02]q\x00(K\x01e]q\x01(h\x00h\x00e.",                // one list twice, by memo
+		"\x80\x02]q\x00K\x01a2.",                                  // DUP
+		"\x80\x02}(K\x01K\x02X\x01\x00\x00\x001K\x03u.",           // keys 1 and "1"
+		"\x80\x02}(K\x01u.",                                       // odd SETITEMS
+		"\x80\x02(K\x01q\x00.",                                    // BINPUT above a mark
+		"\x80\x02K\x01(.",                                         // STOP on an empty frame
+		"\x80\x02K\x01(\x85.",                                     // TUPLE1 across a mark
+		"\x80\x02]K\x01(a.",                                       // APPEND across a mark
+		"\x80\x02}((K\x01K\x02u.",                                 // SETITEMS under another mark
+		"\x80\x06K\x01.",                                          // protocol 6
+		"\x80\x02\x8a\x00.",                                       // LONG1 of no bytes
+		"\x80\x02\x8a\x01\xff\x8a\x02\x00\x80\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f\x87.",
+		"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.",   // LONG1 past int64
+		"\x80\x02J\xff\xff\xff\xffG?\xf0\x00\x00\x00\x00\x00\x00\x86.",
+		"\x80\x02N\x88\x89)\x87q\x00h\x00\x86.",                   // a tuple memoized, used again
+		"\x80\x02Nq\x05h\x05h\x06\x86.",                           // None memoized; an unset slot
+		"\x80\x02(K\x01K\x02l(K\x03t(X\x01\x00\x00\x00kK\x04d\x87.",
+		"\x80\x02]K\x01K\x020a.",                                  // POP
+		"\x80\x02](K\x01K\x021e.",                                 // POP_MARK
+		"\x80\x02\x95\x05\x00\x00\x00\x00\x00\x00\x00\x8c\x02hi\x94h\x00\x86.",
+		"\x80\x02T\x02\x00\x00\x00hi.",                            // BINSTRING: the generic path
+		string(deep),
+	} {
+		out = append(out, []byte(s))
+	}
+	return out
+}
+
+// checkFastPickle is the fast decoder's contract: when it decodes data,
+// the generic path gives the same values (and does not fail).
+func checkFastPickle(t *testing.T, data []byte) (fast bool) {
+	if checkPickle(data) != nil {
+		return false
+	}
+	v, ok := fastPickle(data)
+	if !ok {
+		return false
+	}
+	want, err := slowPickle(data)
+	if err != nil {
+		t.Fatalf("fast path decoded %q as %#v; the generic path fails: %v", data, v, err)
+	}
+	if !reflect.DeepEqual(v, want) {
+		t.Fatalf("fast path decoded %q as %#v; the generic path as %#v", data, v, want)
+	}
+	return true
+}
+
+func TestFastPickle(t *testing.T) {
+	fast := 0
+	for _, b := range pickleSeeds(t) {
+		if checkFastPickle(t, b) {
+			fast++
+		}
+		// loadPickle gives the generic path's answer either way.
+		v, err := loadPickle(b)
+		want, werr := func() (any, error) {
+			if err := checkPickle(b); err != nil {
+				return nil, err
+			}
+			return slowPickle(b)
+		}()
+		if (err == nil) != (werr == nil) || err == nil && !reflect.DeepEqual(v, want) {
+			t.Errorf("loadPickle(%q) = %#v, %v; the generic path %#v, %v", b, v, err, want, werr)
+		}
+	}
+	// Every real dump (and frdump's) takes the fast path: it is not a
+	// path that never runs.
+	paths, _ := filepath.Glob("../../shared/data/flight_recorder/*/_dump_*")
+	for _, p := range append(paths, "testdata/fr/proto2/_dump_0", "testdata/fr/proto4/_dump_0") {
+		b, _ := os.ReadFile(p)
+		if _, ok := fastPickle(b); !ok {
+			t.Errorf("%s: the fast decoder gave up", p)
+		}
+	}
+	if fast < len(paths)+5 {
+		t.Errorf("only %d seeds decoded fast", fast)
+	}
+}
+
+// FuzzFastPickle checks the fast decoder against the generic path on
+// mutations of real and hand-made pickles.
+func FuzzFastPickle(f *testing.F) {
+	for _, b := range pickleSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if bytes.Contains(data, []byte("panic")) || strings.Count(string(data), "(") > 1000 {
+			return
+		}
+		checkFastPickle(t, data)
+	})
+}
