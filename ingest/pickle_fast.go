@@ -390,9 +390,23 @@ func (d *pickleDecoder) run() (any, bool) {
 				return nil, false
 			}
 		case 'e', 'u': // APPENDS, SETITEMS
+			// The values above the mark go into the container right
+			// below it, in place (no slice of them is made).
 			at := d.below()
-			items, sz, ok := d.popMark()
-			if !ok || at < 0 || at != len(d.stack)-1 || d.frame() == 0 || !d.grow(at, sz) {
+			if at < 0 || at > len(d.stack) || len(d.marks) > 1 && d.marks[len(d.marks)-2] > at {
+				return nil, false
+			}
+			items := d.stack[at+1:]
+			var sz vsize
+			for i, v := range items {
+				var ok bool
+				if items[i], ok = settle(v); !ok {
+					return nil, false
+				}
+				sz.h = max(sz.h, d.size[at+1+i].h)
+				sz.n += d.size[at+1+i].n
+			}
+			if !d.grow(at, sz) {
 				return nil, false
 			}
 			if op == 'e' {
@@ -403,10 +417,22 @@ func (d *pickleDecoder) run() (any, bool) {
 				l.items = append(l.items, items...)
 			} else {
 				m, isMap := d.stack[at].(map[string]any)
-				if !isMap || !d.setItems(m, items) {
+				if !isMap {
+					return nil, false
+				}
+				if len(m) == 0 {
+					// Sized at once. It may be in the memo, as a mark
+					// that refuses its use: nothing else holds it.
+					m = make(map[string]any, len(items)/2)
+					d.stack[at] = m
+				}
+				if !d.setItems(m, items) {
 					return nil, false
 				}
 			}
+			clear(items)
+			d.marks = d.marks[:len(d.marks)-1]
+			d.drop(len(items))
 		case 'a', 's': // APPEND, SETITEM
 			n := 1 // APPEND: a value
 			if op == 's' {
