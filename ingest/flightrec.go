@@ -80,7 +80,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 		}
 		root = asMap(v)
 	} else {
-		v, err := loadPickle(data)
+		v, err := loadFRPickle(data)
 		if err != nil {
 			return nil, err
 		}
@@ -142,14 +142,25 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 		}
 		status[name] = st
 	}
-	entries := asList(root["entries"])
+	raw := asList(root["entries"])
+	entries := make([]frEntry, len(raw))
+	for i, v := range raw {
+		switch x := v.(type) {
+		case *frEntry: // decoded straight into the fields read (fastPickle)
+			entries[i] = *x
+		case map[string]any:
+			entries[i] = entryOf(x)
+		default:
+			return nil, fmt.Errorf("entry %d: not a dict", i)
+		}
+	}
 
 	// 2. The pipeline and TP groups.
 	p2pUse := map[string]int{}
-	for _, v := range entries {
-		e := asMap(v)
-		if b, _ := e["is_p2p"].(bool); b || strings.Contains(asString(e["profiling_name"]), "send") || strings.Contains(asString(e["profiling_name"]), "recv") {
-			g, _ := entryGroup(e)
+	for i := range entries {
+		e := &entries[i]
+		if b, _ := e.isP2P.(bool); b || strings.Contains(asString(e.name), "send") || strings.Contains(asString(e.name), "recv") {
+			g, _ := e.group()
 			p2pUse[g]++
 		}
 	}
@@ -184,12 +195,9 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 	var noPeer, unknownTime int
 	unknown := counter{}
 	states := counter{}
-	for i, v := range entries {
-		e := asMap(v)
-		if e == nil {
-			return nil, fmt.Errorf("entry %d: not a dict", i)
-		}
-		name := asString(e["profiling_name"])
+	for i := range entries {
+		e := &entries[i]
+		name := asString(e.name)
 		kind, p2p, skip, known := collectiveKind(name)
 		if skip {
 			unknown[name]++
@@ -198,19 +206,19 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 		if !known {
 			unknown[name]++
 		}
-		group, _ := entryGroup(e)
+		group, _ := e.group()
 		ev := trace.Event{Rank: rank, Stage: stage, TPRank: tp, Step: 0, MicroBatch: trace.NoMicroBatch,
 			Peer: trace.NoRank, Group: group, GroupSeq: trace.NoGroupSeq, Kind: kind}
-		created, ok := asInt(e["time_created_ns"])
+		created, ok := asInt(e.created)
 		if !ok {
 			unknownTime++
 			continue
 		}
 		ev.IssueNs, ev.StartNs, ev.EndNs = created, trace.NoTime, trace.NoTime
-		state := asString(e["state"])
+		state := asString(e.state)
 		states[state]++
-		started, hasStart := asInt(e["time_discovered_started_ns"])
-		completed, hasEnd := asInt(e["time_discovered_completed_ns"])
+		started, hasStart := asInt(e.started)
+		completed, hasEnd := asInt(e.completed)
 		switch state {
 		case "started":
 			ev.StartNs = created
@@ -227,7 +235,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 				ev.EndNs = completed
 			}
 		}
-		sizes, dtypes := asList(e["input_sizes"]), asList(e["input_dtypes"])
+		sizes, dtypes := asList(e.sizes), asList(e.dtypes)
 		for j, s := range sizes {
 			dims := intList(s)
 			if j == 0 {
@@ -244,13 +252,13 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 			}
 		}
 		if !p2p {
-			if s, ok := asInt(e["collective_seq_id"]); ok && s >= 0 {
+			if s, ok := asInt(e.cseq); ok && s >= 0 {
 				ev.GroupSeq = s
 			}
 			rows.add(ev)
 			continue
 		}
-		if s, ok := asInt(e["p2p_seq_id"]); ok && s >= 0 {
+		if s, ok := asInt(e.pseq); ok && s >= 0 {
 			ev.GroupSeq = s
 		}
 		send := isSendName(name)
@@ -282,16 +290,62 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 	return p, nil
 }
 
-// entryGroup returns an entry's group name and description.
-func entryGroup(e map[string]any) (string, string) {
-	pg := asList(e["process_group"])
+// frEntry is what readFlightRecorder reads of an entry: the plain values
+// of those keys (nil when absent), from a decoded dict (entryOf) or
+// decoded straight into it (fastPickle, in its Flight Recorder mode).
+type frEntry struct {
+	name, pg, pgID, isP2P, created, state, started, completed, sizes, dtypes, cseq, pseq any
+}
+
+// set sets the field of key k to v; other keys are not read.
+func (e *frEntry) set(k string, v any) {
+	switch k {
+	case "profiling_name":
+		e.name = v
+	case "process_group":
+		e.pg = v
+	case "pg_id":
+		e.pgID = v
+	case "is_p2p":
+		e.isP2P = v
+	case "time_created_ns":
+		e.created = v
+	case "state":
+		e.state = v
+	case "time_discovered_started_ns":
+		e.started = v
+	case "time_discovered_completed_ns":
+		e.completed = v
+	case "input_sizes":
+		e.sizes = v
+	case "input_dtypes":
+		e.dtypes = v
+	case "collective_seq_id":
+		e.cseq = v
+	case "p2p_seq_id":
+		e.pseq = v
+	}
+}
+
+// entryOf is the frEntry of a decoded entry dict.
+func entryOf(m map[string]any) frEntry {
+	var e frEntry
+	for k, v := range m {
+		e.set(k, v)
+	}
+	return e
+}
+
+// group returns an entry's group name and description.
+func (e *frEntry) group() (string, string) {
+	pg := asList(e.pg)
 	if len(pg) >= 2 {
 		return asString(pg[0]), asString(pg[1])
 	}
 	if len(pg) == 1 {
 		return asString(pg[0]), ""
 	}
-	return asString(e["pg_id"]), ""
+	return asString(e.pgID), ""
 }
 
 // pickGroup returns the name of the group (holding rank) whose description

@@ -28,6 +28,45 @@ func fastPickle(data []byte) (v any, ok bool) {
 	return d.run()
 }
 
+// loadFRPickle is loadPickle for a Flight Recorder dump: the same plain
+// data, except that the entry dicts of the top-level dict's "entries" list
+// are decoded straight into frEntry values (*frEntry in the list) when the
+// pickle lays them out as torch and Python do (each dict pushed above the
+// mark of an APPENDS to that list): no map per entry, nothing kept of the
+// keys readFlightRecorder does not read. Entries decoded otherwise are
+// plain dicts, as loadPickle's.
+func loadFRPickle(data []byte) (any, error) {
+	if err := checkPickle(data); err != nil {
+		return nil, err
+	}
+	d := pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true}
+	if v, ok := d.run(); ok {
+		return v, nil
+	}
+	return slowPickle(data)
+}
+
+// inEntries reports whether a dict pushed now is an entry of the top-level
+// dict's "entries" list: the stack holds the top-level dict, its keys and
+// values so far, "entries" and the list, then a mark, then the entries
+// pushed since.
+func (d *pickleDecoder) inEntries() bool {
+	n := len(d.marks)
+	if n != 2 || d.marks[0] != 1 {
+		return false
+	}
+	at := d.marks[1] - 1
+	if at < 2 {
+		return false
+	}
+	if _, isList := d.stack[at].(*plist); !isList {
+		return false
+	}
+	k, _ := d.stack[at-1].(string)
+	_, isMap := d.stack[0].(map[string]any)
+	return k == "entries" && isMap
+}
+
 // plist is a list being built: appends mutate it where it lies on the
 // stack. It becomes a []any when its parent takes it (settle).
 type plist struct {
@@ -50,6 +89,7 @@ type pickleDecoder struct {
 	// budget is the generic path's bound on the values it copies (each
 	// reference to a memoized tuple is copied again).
 	budget int64
+	fr     bool // entries decoded into frEntry (loadFRPickle)
 }
 
 // vsize is the depth of a value's tree (0: a scalar; an overestimate by
@@ -171,6 +211,21 @@ func key(k any) (string, bool) {
 	return "", false
 }
 
+// setEntry is setItems into an entry.
+func setEntry(e *frEntry, items []any) bool {
+	if len(items)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(items); i += 2 {
+		k, ok := key(items[i])
+		if !ok {
+			return false
+		}
+		e.set(k, items[i+1])
+	}
+	return true
+}
+
 func (d *pickleDecoder) setItems(m map[string]any, items []any) bool {
 	if len(items)%2 != 0 {
 		return false
@@ -204,7 +259,7 @@ func (d *pickleDecoder) put(i int) bool {
 	switch v := d.stack[len(d.stack)-1].(type) {
 	case []any:
 		d.memo[i] = memoTuple{v, d.size[len(d.size)-1]}
-	case *plist, map[string]any:
+	case *plist, map[string]any, *frEntry:
 		d.memo[i] = memoContainer{}
 	case nil:
 		d.memo[i] = pnone{}
@@ -358,6 +413,10 @@ func (d *pickleDecoder) run() (any, bool) {
 				return nil, false
 			}
 		case '}': // EMPTY_DICT
+			if d.fr && d.inEntries() {
+				d.push(&frEntry{}, scalar)
+				break
+			}
 			d.push(map[string]any{}, scalar)
 		case ']': // EMPTY_LIST
 			d.push(&plist{}, scalar)
@@ -416,6 +475,15 @@ func (d *pickleDecoder) run() (any, bool) {
 				}
 				l.items = append(l.items, items...)
 			} else {
+				if e, isEntry := d.stack[at].(*frEntry); isEntry {
+					if !setEntry(e, items) {
+						return nil, false
+					}
+					clear(items)
+					d.marks = d.marks[:len(d.marks)-1]
+					d.drop(len(items))
+					break
+				}
 				m, isMap := d.stack[at].(map[string]any)
 				if !isMap {
 					return nil, false
@@ -452,6 +520,10 @@ func (d *pickleDecoder) run() (any, bool) {
 					return nil, false
 				}
 				l.items = append(l.items, vals[0])
+			} else if e, isEntry := d.stack[at].(*frEntry); isEntry {
+				if !setEntry(e, vals) {
+					return nil, false
+				}
 			} else {
 				m, isMap := d.stack[at].(map[string]any)
 				if !isMap || !d.setItems(m, vals) {

@@ -94,6 +94,71 @@ func checkFastPickle(t *testing.T, data []byte) (fast bool) {
 	return true
 }
 
+// checkFRPickle is loadFRPickle's contract: the generic path's values,
+// except that entries may be frEntry values holding what the dicts hold
+// under the keys readFlightRecorder reads. It returns how many entries
+// were decoded straight into frEntry.
+func checkFRPickle(t *testing.T, data []byte) (direct int) {
+	v, err := loadFRPickle(data)
+	want, werr := func() (any, error) {
+		if err := checkPickle(data); err != nil {
+			return nil, err
+		}
+		return slowPickle(data)
+	}()
+	if (err == nil) != (werr == nil) {
+		t.Fatalf("loadFRPickle(%q): error %v; the generic path's %v", data, err, werr)
+	}
+	if err != nil {
+		return 0
+	}
+	got, wm := asMap(v), asMap(want)
+	if (got == nil) != (wm == nil) {
+		t.Fatalf("loadFRPickle(%q) = %#v; the generic path %#v", data, v, want)
+	}
+	if got == nil {
+		if !reflect.DeepEqual(v, want) {
+			t.Fatalf("loadFRPickle(%q) = %#v; the generic path %#v", data, v, want)
+		}
+		return 0
+	}
+	ge, we := asList(got["entries"]), asList(wm["entries"])
+	if len(ge) != len(we) {
+		t.Fatalf("%d entries, the generic path %d", len(ge), len(we))
+	}
+	for i := range ge {
+		g := ge[i]
+		if e, ok := g.(*frEntry); ok {
+			direct++
+			m, isMap := we[i].(map[string]any)
+			if !isMap || !reflect.DeepEqual(*e, entryOf(m)) {
+				t.Fatalf("entry %d: %#v; the generic path %#v", i, *e, we[i])
+			}
+		} else if !reflect.DeepEqual(g, we[i]) {
+			t.Fatalf("entry %d: %#v; the generic path %#v", i, g, we[i])
+		}
+	}
+	for k := range got {
+		if k != "entries" && !reflect.DeepEqual(got[k], wm[k]) {
+			t.Fatalf("key %q: %#v; the generic path %#v", k, got[k], wm[k])
+		}
+	}
+	if len(got) != len(wm) {
+		t.Fatalf("%d keys, the generic path %d", len(got), len(wm))
+	}
+	return direct
+}
+
+func TestFRPickle(t *testing.T) {
+	direct := 0
+	for _, b := range pickleSeeds(t) {
+		direct += checkFRPickle(t, b)
+	}
+	if direct < 100 {
+		t.Errorf("only %d entries decoded into frEntry", direct)
+	}
+}
+
 func TestFastPickle(t *testing.T) {
 	fast := 0
 	for _, b := range pickleSeeds(t) {
@@ -137,5 +202,6 @@ func FuzzFastPickle(f *testing.F) {
 			return
 		}
 		checkFastPickle(t, data)
+		checkFRPickle(t, data)
 	})
 }
