@@ -80,8 +80,8 @@ type plist struct {
 type memoContainer struct{}
 
 type pickleDecoder struct {
-	data   []byte
-	pos    int
+	data  []byte
+	pos   int
 	stack []any
 	size  []vsize // per stack value
 	marks []int

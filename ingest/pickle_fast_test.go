@@ -45,28 +45,28 @@ func pickleSeeds(t testing.TB) [][]byte {
 		deep = append(deep, 'e')
 	}
 	for _, s := range []string{
-		"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01h\x00u.",          // a dict inside itself, by memo
-		"\x80\x02]q\x00(K\x01e]q\x01(h\x00h\x00e.",                // one list twice, by memo
-		"\x80\x02]q\x00K\x01a2.",                                  // DUP
-		"\x80\x02}(K\x01K\x02X\x01\x00\x00\x001K\x03u.",           // keys 1 and "1"
-		"\x80\x02}(K\x01u.",                                       // odd SETITEMS
-		"\x80\x02(K\x01q\x00.",                                    // BINPUT above a mark
-		"\x80\x02K\x01(.",                                         // STOP on an empty frame
-		"\x80\x02K\x01(\x85.",                                     // TUPLE1 across a mark
-		"\x80\x02]K\x01(a.",                                       // APPEND across a mark
-		"\x80\x02}((K\x01K\x02u.",                                 // SETITEMS under another mark
-		"\x80\x06K\x01.",                                          // protocol 6
-		"\x80\x02\x8a\x00.",                                       // LONG1 of no bytes
+		"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01h\x00u.", // a dict inside itself, by memo
+		"\x80\x02]q\x00(K\x01e]q\x01(h\x00h\x00e.",      // one list twice, by memo
+		"\x80\x02]q\x00K\x01a2.",                        // DUP
+		"\x80\x02}(K\x01K\x02X\x01\x00\x00\x001K\x03u.", // keys 1 and "1"
+		"\x80\x02}(K\x01u.",                             // odd SETITEMS
+		"\x80\x02(K\x01q\x00.",                          // BINPUT above a mark
+		"\x80\x02K\x01(.",                               // STOP on an empty frame
+		"\x80\x02K\x01(\x85.",                           // TUPLE1 across a mark
+		"\x80\x02]K\x01(a.",                             // APPEND across a mark
+		"\x80\x02}((K\x01K\x02u.",                       // SETITEMS under another mark
+		"\x80\x06K\x01.",                                // protocol 6
+		"\x80\x02\x8a\x00.",                             // LONG1 of no bytes
 		"\x80\x02\x8a\x01\xff\x8a\x02\x00\x80\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f\x87.",
-		"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.",   // LONG1 past int64
+		"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.", // LONG1 past int64
 		"\x80\x02J\xff\xff\xff\xffG?\xf0\x00\x00\x00\x00\x00\x00\x86.",
-		"\x80\x02N\x88\x89)\x87q\x00h\x00\x86.",                   // a tuple memoized, used again
-		"\x80\x02Nq\x05h\x05h\x06\x86.",                           // None memoized; an unset slot
+		"\x80\x02N\x88\x89)\x87q\x00h\x00\x86.", // a tuple memoized, used again
+		"\x80\x02Nq\x05h\x05h\x06\x86.",         // None memoized; an unset slot
 		"\x80\x02(K\x01K\x02l(K\x03t(X\x01\x00\x00\x00kK\x04d\x87.",
-		"\x80\x02]K\x01K\x020a.",                                  // POP
-		"\x80\x02](K\x01K\x021e.",                                 // POP_MARK
+		"\x80\x02]K\x01K\x020a.",  // POP
+		"\x80\x02](K\x01K\x021e.", // POP_MARK
 		"\x80\x02\x95\x05\x00\x00\x00\x00\x00\x00\x00\x8c\x02hi\x94h\x00\x86.",
-		"\x80\x02T\x02\x00\x00\x00hi.",                            // BINSTRING: the generic path
+		"\x80\x02T\x02\x00\x00\x00hi.", // BINSTRING: the generic path
 		string(deep),
 	} {
 		out = append(out, []byte(s))
