@@ -49,6 +49,9 @@ type frSide struct {
 	stage    trace.Stage
 	tp       int32
 	pipeline int32 // set by resolveParts
+	// wrapped: the dump's first entry is not the rank's first record
+	// (record_id > 0): its ring buffer dropped the oldest entries.
+	wrapped bool
 }
 
 var dumpRankRe = regexp.MustCompile(`(?:_dump_|dump[-_]?|rank[-_]?)(\d+)(?:\.[a-z]+)?$`)
@@ -152,6 +155,12 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 			entries[i] = entryOf(x)
 		default:
 			return nil, fmt.Errorf("entry %d: not a dict", i)
+		}
+	}
+
+	if len(entries) > 0 {
+		if id, ok := asInt(entries[0].record); ok && id > 0 {
+			side.wrapped = true
 		}
 	}
 
@@ -294,7 +303,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 // of those keys (nil when absent), from a decoded dict (entryOf) or
 // decoded straight into it (fastPickle, in its Flight Recorder mode).
 type frEntry struct {
-	name, pg, pgID, isP2P, created, state, started, completed, sizes, dtypes, cseq, pseq any
+	name, pg, pgID, isP2P, created, state, started, completed, sizes, dtypes, cseq, pseq, record any
 }
 
 // set sets the field of key k to v; other keys are not read.
@@ -324,6 +333,8 @@ func (e *frEntry) set(k string, v any) {
 		e.cseq = v
 	case "p2p_seq_id":
 		e.pseq = v
+	case "record_id":
+		e.record = v
 	}
 }
 

@@ -223,6 +223,10 @@ func Open(paths []string, opt Options) (*Result, error) {
 		res.Clocks, ws = alignClocks(t, read)
 		emit(ws)
 	}
+	if t2, ws := trimWindows(t, read); t2 != t {
+		t = t2
+		emit(ws)
+	}
 	// With only Arrow files: disjoint ranks (checked above), each validated.
 	if err := validateMerged(t, allArrow); err != nil {
 		var re *trace.RowError

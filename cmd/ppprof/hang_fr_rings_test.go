@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ppprof/ppprof/analyze/hang"
+	"github.com/ppprof/ppprof/internal/frdump"
+	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace"
+)
+
+// TestHangFlightRecorderRings diagnoses the Flight Recorder dumps of a
+// hung job whose ring buffers wrapped: each rank kept only its last 300
+// entries, so the dumps begin at different times (a middle stage issues
+// more P2P ops a step than the first). The rank that skipped a
+// micro-batch must be found (a deadlock with its next stage), not a rank
+// blamed for the entries its ring dropped; a warning says how many P2P
+// ops lost their partners that way.
+func TestHangFlightRecorderRings(t *testing.T) {
+	const p, tp, dp = 4, 2, 2
+	bad := trace.Rank((1*dp+1)*tp + 1) // stage 1, replica 1, TP rank 1 (sim.Config.Rank)
+	c := frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: p, TP: tp, DP: dp, MicroBatches: 8, Steps: 6,
+		Faults: []sim.Fault{{Kind: sim.FaultSkip, Rank: int(bad), Step: 5, MicroBatch: 4}}}, Layers: 2, Entries: 300, SkewNs: 1000}
+	dir := t.TempDir()
+	if _, entries, err := frdump.Write(dir, c); err != nil || entries != p*tp*dp*300 {
+		t.Fatalf("frdump.Write: %d entries, %v (want every ring full: %d)", entries, err, p*tp*dp*300)
+	}
+	var stderr bytes.Buffer
+	rep, err := hangWhole(&hangOptions{paths: []string{dir}, stream: "never", stdout: io.Discard, stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != hang.VerdictDeadlock || !slices.Contains(rep.RootCause.Candidates, bad) && rep.RootCause.Rank != bad {
+		t.Errorf("verdict %s, root cause %+v; want a deadlock naming rank %d", rep.Verdict, rep.RootCause, bad)
+	}
+	if !strings.Contains(stderr.String(), "ring buffer dropped the oldest entries") {
+		t.Errorf("no warning about the rings:\n%s", stderr.String())
+	}
+}
