@@ -60,7 +60,12 @@ const allPairsDomains = 16
 // for each file against the lowest of them only, so that the work grows
 // with the files, not with their square (a collective of the world group
 // of 4096 ranks' dumps).
-func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
+//
+// It also returns the P2P rows of Flight Recorder dumps whose partners fell
+// out of their peers' ring buffers (windowDrops, on the collectives'
+// estimate of the offsets; nil when none): the causality bounds do not
+// pair them, and Open drops them.
+func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *windowDrop) {
 	// 1. Domains.
 	domainOf := map[trace.Rank]int{}
 	var doms []*part
@@ -75,7 +80,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 		}
 	}
 	if len(doms) < 2 {
-		return nil, nil
+		return nil, nil, windowDrops(t, parts, nil)
 	}
 	n := len(doms)
 	ref := 0
@@ -182,6 +187,13 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 		}
 	}
 
+	drops := windowDrops(t, parts, func(r trace.Rank) int64 {
+		if d, ok := domainOf[r]; ok {
+			return x[d]
+		}
+		return 0
+	})
+
 	// 3. Causality bounds from matched P2P pairs: x_b - x_a >= low[a][b].
 	low := map[[2]int]int64{}
 	pairs := map[[2]int]int{}
@@ -196,7 +208,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 	sends, recvs := map[pk][]int{}, map[pk][]int{}
 	for i := 0; i < t.Len(); i++ {
 		k := t.Kind[i]
-		if t.Peer[i] < 0 {
+		if t.Peer[i] < 0 || drops != nil && drops.rows[i] {
 			continue
 		}
 		switch {
@@ -305,7 +317,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning) {
 		}
 		warns = append(warns, Warning{Path: doms[d].info.Path, Message: msg + ")"})
 	}
-	return out, warns
+	return out, warns, drops
 }
 
 // medianMAD returns the median of xs and the median absolute deviation.

@@ -29,7 +29,7 @@ func TestAlignClocksManyFiles(t *testing.T) {
 						IssueNs: end - 500, StartNs: end - 400, EndNs: end})
 				}
 			}
-			offs, _ := alignClocks(tr, parts)
+			offs, _, _ := alignClocks(tr, parts)
 			if len(offs) != files {
 				t.Fatalf("%d offsets for %d files", len(offs), files)
 			}

@@ -13,17 +13,20 @@ import (
 // A send or receive of one rank whose partner was one of those lost
 // operations has nothing to match, and every later pair of their channel
 // would be shifted by one: the hang diagnosis would blame the rank whose
-// dump begins later for events it never lost.
+// dump begins later for events it never lost, and the clock alignment's
+// causality bounds would pair the wrong operations.
 //
-// trimWindows drops those operations: the P2P operations toward a rank
-// whose ring wrapped that completed before that rank's dump begins (the
-// time its first entry was created, after clock alignment). An operation
+// windowDrops finds those operations: the P2P operations toward a rank
+// whose ring wrapped (its first entry's record_id is not 0) that
+// completed before that rank's dump begins (the time its first entry was
+// created), on clocks shifted by off (nil: as recorded). An operation
 // completes only once its peer has posted its side, so its partner was
-// created before the peer's dump begins, and is not in it. An operation
-// that completed after that time stays, even if its partner was posted
-// just before (a pair straddling the start of the peer's dump: rare, as
-// a pair completes within a transfer's time).
-func trimWindows(t *trace.Trace, parts []*part) (*trace.Trace, []Warning) {
+// created before the peer's dump begins, and is not in it. Then, on each
+// channel, the first send and receive left cannot be partners when one
+// completed before the other was posted: the one that completed first
+// lost its partner to its peer's ring too (a pair straddling the start of
+// the peer's dump), and is dropped, until the first two can be partners.
+func windowDrops(t *trace.Trace, parts []*part, off func(trace.Rank) int64) *windowDrop {
 	begin := map[trace.Rank]int64{} // ranks whose ring wrapped: when their dump begins
 	path := map[trace.Rank]string{}
 	for _, p := range parts {
@@ -33,7 +36,13 @@ func trimWindows(t *trace.Trace, parts []*part) (*trace.Trace, []Warning) {
 		}
 	}
 	if len(begin) == 0 {
-		return t, nil
+		return nil
+	}
+	shift := func(r trace.Rank) int64 {
+		if off == nil {
+			return 0
+		}
+		return off(r)
 	}
 	for i := range t.Len() {
 		r := t.Rank[i]
@@ -41,30 +50,101 @@ func trimWindows(t *trace.Trace, parts []*part) (*trace.Trace, []Warning) {
 			begin[r] = t.IssueNs[i]
 		}
 	}
-	keep := make([]int, 0, t.Len())
-	dropped := 0
+	for r, b := range begin {
+		if b != trace.NoTime {
+			begin[r] = b + shift(r)
+		}
+	}
+	d := &windowDrop{rows: make([]bool, t.Len())}
 	peers := map[trace.Rank]bool{}
 	first := trace.NoRank // the lowest of peers
 	for i := range t.Len() {
-		if p := t.Peer[i]; p >= 0 && !t.Kind[i].IsCollective() && t.EndNs[i] != trace.NoTime {
-			if b, ok := begin[p]; ok && b != trace.NoTime && t.EndNs[i] < b {
-				dropped++
-				peers[p] = true
-				if first == trace.NoRank || p < first {
-					first = p
-				}
-				continue
+		p := t.Peer[i]
+		if p < 0 || t.Kind[i].IsCollective() || t.EndNs[i] == trace.NoTime {
+			continue
+		}
+		if b, ok := begin[p]; ok && b != trace.NoTime && t.EndNs[i]+shift(t.Rank[i]) < b {
+			d.rows[i] = true
+			d.n++
+			peers[p] = true
+			if first == trace.NoRank || p < first {
+				first = p
 			}
 		}
-		keep = append(keep, i)
 	}
-	if dropped == 0 {
-		return t, nil
+	// A pair straddling the start of a dump: the first send and receive
+	// left on a channel cannot be partners when one completed before the
+	// other was posted; the one that completed first lost its partner to
+	// its peer's ring (when that ring wrapped).
+	type chanKey struct{ src, dst trace.Rank }
+	sends, recvs := map[chanKey][]int{}, map[chanKey][]int{}
+	for i := range t.Len() {
+		p := t.Peer[i]
+		if p < 0 || d.rows[i] {
+			continue
+		}
+		switch k := t.Kind[i]; {
+		case k.IsSend() || k.String() == "SEND":
+			sends[chanKey{t.Rank[i], p}] = append(sends[chanKey{t.Rank[i], p}], i)
+		case k.IsRecv() || k.String() == "RECV":
+			recvs[chanKey{p, t.Rank[i]}] = append(recvs[chanKey{p, t.Rank[i]}], i)
+		}
+	}
+	drop := func(i int, peer trace.Rank) {
+		d.rows[i] = true
+		d.n++
+		peers[peer] = true
+		if first == trace.NoRank || peer < first {
+			first = peer
+		}
+	}
+	for k, ss := range sends {
+		rs := recvs[k]
+		_, srcWrapped := begin[k.src]
+		_, dstWrapped := begin[k.dst]
+		for len(ss) > 0 && len(rs) > 0 {
+			s, r := ss[0], rs[0]
+			se, re := t.EndNs[s], t.EndNs[r]
+			if dstWrapped && se != trace.NoTime && se+shift(k.src) < t.IssueNs[r]+shift(k.dst) {
+				drop(s, k.dst)
+				ss = ss[1:]
+				continue
+			}
+			if srcWrapped && re != trace.NoTime && re+shift(k.dst) < t.IssueNs[s]+shift(k.src) {
+				drop(r, k.src)
+				rs = rs[1:]
+				continue
+			}
+			break
+		}
+	}
+	if d.n == 0 {
+		return nil
 	}
 	others := ""
 	if len(peers) > 1 {
 		others = fmt.Sprintf(" and %s", plural(len(peers)-1, "other dump"))
 	}
-	return t.Permute(keep), []Warning{{Path: path[first], Message: fmt.Sprintf("Flight Recorder: the ring buffer dropped the oldest entries of this dump%s: %s of their peers completed before such a dump begins, so their partners are not in it: not matched",
-		others, plural(dropped, "P2P operation"))}}
+	d.warn = Warning{Path: path[first], Message: fmt.Sprintf("Flight Recorder: the ring buffer dropped the oldest entries of this dump%s: %s of their peers completed before such a dump begins, so their partners are not in it: not matched",
+		others, plural(d.n, "P2P operation"))}
+	return d
+}
+
+// windowDrop is what windowDrops found: the rows to drop, how many, and
+// the warning that says so.
+type windowDrop struct {
+	rows []bool
+	n    int
+	warn Warning
+}
+
+// apply returns t without the rows to drop.
+func (d *windowDrop) apply(t *trace.Trace) *trace.Trace {
+	keep := make([]int, 0, t.Len()-d.n)
+	for i := range t.Len() {
+		if !d.rows[i] {
+			keep = append(keep, i)
+		}
+	}
+	return t.Permute(keep)
 }

@@ -218,14 +218,17 @@ func Open(paths []string, opt Options) (*Result, error) {
 			return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
 		}
 	}
+	var drops *windowDrop
 	if !opt.NoAlign {
 		var ws []Warning
-		res.Clocks, ws = alignClocks(t, read)
+		res.Clocks, ws, drops = alignClocks(t, read)
 		emit(ws)
+	} else {
+		drops = windowDrops(t, read, nil)
 	}
-	if t2, ws := trimWindows(t, read); t2 != t {
-		t = t2
-		emit(ws)
+	if drops != nil {
+		t = drops.apply(t)
+		emit([]Warning{drops.warn})
 	}
 	// With only Arrow files: disjoint ranks (checked above), each validated.
 	if err := validateMerged(t, allArrow); err != nil {

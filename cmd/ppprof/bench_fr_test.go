@@ -19,7 +19,7 @@ import (
 // the last step. Each rank's dump keeps its last 2000 entries, as
 // TORCH_NCCL_TRACE_BUFFER_SIZE=2000 does: 8.2M entries, 1.3 GB of pickles.
 func frFleet(dp int) frdump.Config {
-	return frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: 16, TP: 8, DP: dp, MicroBatches: 32, Steps: 4,
+	return frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: 16, TP: 8, DP: dp, MicroBatches: 32, Steps: 4, P2PLatencyUs: 20,
 		Faults: []sim.Fault{{Kind: sim.FaultSkip, Rank: (5*dp+0)*8 + 3, Step: 3, MicroBatch: 16}}},
 		Layers: 4, Entries: 2000, SkewNs: 1000}
 }

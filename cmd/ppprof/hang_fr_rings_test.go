@@ -19,11 +19,12 @@ import (
 // more P2P ops a step than the first). The rank that skipped a
 // micro-batch must be found (a deadlock with its next stage), not a rank
 // blamed for the entries its ring dropped; a warning says how many P2P
-// ops lost their partners that way.
+// ops lost their partners that way, and the clocks are aligned on the
+// pairs left.
 func TestHangFlightRecorderRings(t *testing.T) {
 	const p, tp, dp = 4, 2, 2
 	bad := trace.Rank((1*dp+1)*tp + 1) // stage 1, replica 1, TP rank 1 (sim.Config.Rank)
-	c := frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: p, TP: tp, DP: dp, MicroBatches: 8, Steps: 6,
+	c := frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: p, TP: tp, DP: dp, MicroBatches: 8, Steps: 6, P2PLatencyUs: 20,
 		Faults: []sim.Fault{{Kind: sim.FaultSkip, Rank: int(bad), Step: 5, MicroBatch: 4}}}, Layers: 2, Entries: 300, SkewNs: 1000}
 	dir := t.TempDir()
 	if _, entries, err := frdump.Write(dir, c); err != nil || entries != p*tp*dp*300 {
@@ -39,5 +40,10 @@ func TestHangFlightRecorderRings(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "ring buffer dropped the oldest entries") {
 		t.Errorf("no warning about the rings:\n%s", stderr.String())
+	}
+	// The clock alignment's causality bounds pair what is left: they
+	// agree (pairs shifted by a dropped partner would contradict them).
+	if strings.Contains(stderr.String(), "contradict") {
+		t.Errorf("the causality bounds contradict each other:\n%s", stderr.String())
 	}
 }

@@ -41,9 +41,9 @@ func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 func openTraces(paths []string, quiet bool, stderr io.Writer) (*ingest.Result, error) {
 	opt := ingest.Options{}
 	if !quiet {
-		opt.Warn = func(w ingest.Warning) {
-			fmt.Fprintf(stderr, "ppprof: warning: %s: %s\n", w.Path, w.Message)
-		}
+		l := newWarnLimiter(stderr, nil)
+		opt.Warn = l.warn
+		defer l.flush()
 	}
 	return ingest.Open(paths, opt)
 }

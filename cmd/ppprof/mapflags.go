@@ -38,9 +38,9 @@ func openTracesMapped(paths, rules []string, quiet bool, stderr io.Writer) (*ing
 	}
 	opt := ingest.Options{Rules: parsed}
 	if !quiet {
-		opt.Warn = func(w ingest.Warning) {
-			fmt.Fprintf(stderr, "ppprof: warning: %s: %s\n", w.Path, w.Message)
-		}
+		l := newWarnLimiter(stderr, nil)
+		opt.Warn = l.warn
+		defer l.flush()
 	}
 	return ingest.Open(paths, opt)
 }

@@ -31,6 +31,7 @@ type progress struct {
 	last    time.Time
 	drawn   bool
 	minShow time.Duration // nothing is drawn before the command has run this long
+	flush   func()        // called by done: prints what warnings were held back (readingOptions)
 }
 
 // progressEvery is the longest the bar goes without a redraw while it moves.
@@ -117,6 +118,9 @@ func (p *progress) done() {
 	p.mu.Lock()
 	p.w = nil
 	p.mu.Unlock()
+	if p.flush != nil {
+		p.flush()
+	}
 }
 
 // openWithProgress is openTracesMapped with a progress bar over the files
@@ -155,10 +159,9 @@ func readingOptions(stderr io.Writer, quiet bool) (ingest.Options, *progress) {
 		})
 	}
 	if !quiet {
-		opt.Warn = func(w ingest.Warning) {
-			prog.clear()
-			fmt.Fprintf(stderr, "ppprof: warning: %s: %s\n", w.Path, w.Message)
-		}
+		l := newWarnLimiter(stderr, prog.clear)
+		opt.Warn = l.warn
+		prog.flush = l.flush
 	}
 	return opt, prog
 }

@@ -185,6 +185,7 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 		for _, w := range ch.Warnings {
 			warn(w)
 		}
+		prog.done() // the warnings held back
 	}
 	readAs("streamed")
 	if err != nil {
