@@ -22,7 +22,8 @@ import (
 // the generic path returns for data, with the same Go types (the tests
 // check it on every fixture and under the fuzzer: FuzzFastPickle).
 //
-// data must have passed checkPickle.
+// What it decodes passes checkPickle: it takes none of the opcodes the
+// gate refuses and checks every length against the data.
 func fastPickle(data []byte) (v any, ok bool) {
 	d := pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024}
 	return d.run()
@@ -35,13 +36,17 @@ func fastPickle(data []byte) (v any, ok bool) {
 // mark of an APPENDS to that list): no map per entry, nothing kept of the
 // keys readFlightRecorder does not read. Entries decoded otherwise are
 // plain dicts, as loadPickle's.
+//
+// The fast decoder runs first: what it decodes passes checkPickle (it
+// takes no opcode checkPickle refuses, and checks every length it reads),
+// so the gate's walk is needed only for what it gives up on.
 func loadFRPickle(data []byte) (any, error) {
-	if err := checkPickle(data); err != nil {
-		return nil, err
-	}
 	d := pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true}
 	if v, ok := d.run(); ok {
 		return v, nil
+	}
+	if err := checkPickle(data); err != nil {
+		return nil, err
 	}
 	return slowPickle(data)
 }
@@ -302,8 +307,9 @@ func (d *pickleDecoder) run() (any, bool) {
 			if b, ok := d.arg(1); !ok || b[0] > 5 {
 				return nil, false
 			}
-		case 0x95: // FRAME: framing only
-			if _, ok := d.arg(8); !ok {
+		case 0x95: // FRAME: framing only (its size within the data, as checkPickle wants)
+			b, ok := d.arg(8)
+			if !ok || binary.LittleEndian.Uint64(b) > uint64(len(data)-d.pos) {
 				return nil, false
 			}
 		case '(': // MARK

@@ -66,7 +66,8 @@ func pickleSeeds(t testing.TB) [][]byte {
 		"\x80\x02]K\x01K\x020a.",  // POP
 		"\x80\x02](K\x01K\x021e.", // POP_MARK
 		"\x80\x02\x95\x05\x00\x00\x00\x00\x00\x00\x00\x8c\x02hi\x94h\x00\x86.",
-		"\x80\x02T\x02\x00\x00\x00hi.", // BINSTRING: the generic path
+		"\x80\x02T\x02\x00\x00\x00hi.",                       // BINSTRING: the generic path
+		"\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00K\x01.", // a frame longer than the data
 		string(deep),
 	} {
 		out = append(out, []byte(s))
@@ -77,12 +78,12 @@ func pickleSeeds(t testing.TB) [][]byte {
 // checkFastPickle is the fast decoder's contract: when it decodes data,
 // the generic path gives the same values (and does not fail).
 func checkFastPickle(t *testing.T, data []byte) (fast bool) {
-	if checkPickle(data) != nil {
-		return false
-	}
 	v, ok := fastPickle(data)
 	if !ok {
 		return false
+	}
+	if err := checkPickle(data); err != nil {
+		t.Fatalf("fast path decoded %q as %#v; checkPickle refuses it: %v", data, v, err)
 	}
 	want, err := slowPickle(data)
 	if err != nil {
