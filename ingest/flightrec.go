@@ -338,6 +338,16 @@ func (e *frEntry) set(k string, v any) {
 	}
 }
 
+// frEntryKey reports whether set keeps the value of key k.
+func frEntryKey(k string) bool {
+	switch k {
+	case "profiling_name", "process_group", "pg_id", "is_p2p", "time_created_ns", "state", "time_discovered_started_ns",
+		"time_discovered_completed_ns", "input_sizes", "input_dtypes", "collective_seq_id", "p2p_seq_id", "record_id":
+		return true
+	}
+	return false
+}
+
 // entryOf is the frEntry of a decoded entry dict.
 func entryOf(m map[string]any) frEntry {
 	var e frEntry

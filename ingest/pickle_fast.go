@@ -111,6 +111,54 @@ type memoTuple struct {
 	vsize
 }
 
+// skippedC stands for a container loadFRPickle does not build: the value
+// of an entry key readFlightRecorder does not read, or a container inside
+// one. Its items are dropped as they are added (their sizes still count).
+type skippedC struct{ dict bool }
+
+// skippedV stands for a number in such a value (not boxed into an any).
+type skippedV struct{}
+
+var (
+	skipList = &skippedC{}
+	skipDict = &skippedC{dict: true}
+	skipV    = skippedV{}
+)
+
+// skipping reports whether the value pushed now is not kept (loadFRPickle):
+// it is the value of an entry key readFlightRecorder does not read (the
+// entry's frame holds an odd number of values, the last a key it does not
+// read), or goes into a container that is not kept.
+func (d *pickleDecoder) skipping() bool {
+	if !d.fr || len(d.marks) == 0 {
+		return false
+	}
+	m := d.marks[len(d.marks)-1]
+	if m == 0 {
+		return false
+	}
+	switch d.stack[m-1].(type) {
+	case *skippedC:
+		return true
+	case *frEntry:
+		if (len(d.stack)-m)%2 == 0 {
+			return false
+		}
+		k, ok := d.stack[len(d.stack)-1].(string)
+		return ok && !frEntryKey(k)
+	}
+	return false
+}
+
+// pushNum pushes a number, or skipV when it is not kept.
+func (d *pickleDecoder) pushNum(v any) {
+	if d.skipping() {
+		d.push(skipV, scalar)
+		return
+	}
+	d.push(v, scalar)
+}
+
 // pnone is None in the memo (nil marks an unset slot).
 type pnone struct{}
 
@@ -264,7 +312,7 @@ func (d *pickleDecoder) put(i int) bool {
 	switch v := d.stack[len(d.stack)-1].(type) {
 	case []any:
 		d.memo[i] = memoTuple{v, d.size[len(d.size)-1]}
-	case *plist, map[string]any, *frEntry:
+	case *plist, map[string]any, *frEntry, *skippedC, skippedV:
 		d.memo[i] = memoContainer{}
 	case nil:
 		d.memo[i] = pnone{}
@@ -331,19 +379,19 @@ func (d *pickleDecoder) run() (any, bool) {
 			if !ok {
 				return nil, false
 			}
-			d.push(int(b[0]), scalar)
+			d.pushNum(int(b[0]))
 		case 'M': // BININT2
 			b, ok := d.arg(2)
 			if !ok {
 				return nil, false
 			}
-			d.push(int(binary.LittleEndian.Uint16(b)), scalar)
+			d.pushNum(int(binary.LittleEndian.Uint16(b)))
 		case 'J': // BININT
 			b, ok := d.arg(4)
 			if !ok {
 				return nil, false
 			}
-			d.push(int(int32(binary.LittleEndian.Uint32(b))), scalar)
+			d.pushNum(int(int32(binary.LittleEndian.Uint32(b))))
 		case 0x8a: // LONG1, up to 8 bytes (as gopickle: an int)
 			b, ok := d.arg(1)
 			if !ok || b[0] == 0 || b[0] > 8 {
@@ -361,13 +409,13 @@ func (d *pickleDecoder) run() (any, bool) {
 			if shift := 64 - 8*uint(n); b[n-1]&0x80 != 0 {
 				ux |= ^uint64(0) << (64 - shift) // sign-extend
 			}
-			d.push(int(int64(ux)), scalar)
+			d.pushNum(int(int64(ux)))
 		case 'G': // BINFLOAT
 			b, ok := d.arg(8)
 			if !ok {
 				return nil, false
 			}
-			d.push(math.Float64frombits(binary.BigEndian.Uint64(b)), scalar)
+			d.pushNum(math.Float64frombits(binary.BigEndian.Uint64(b)))
 		case 'X', 0x8c, 0x8d: // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
 			w := 4
 			switch op {
@@ -423,8 +471,16 @@ func (d *pickleDecoder) run() (any, bool) {
 				d.push(&frEntry{}, scalar)
 				break
 			}
+			if d.skipping() {
+				d.push(skipDict, scalar)
+				break
+			}
 			d.push(map[string]any{}, scalar)
 		case ']': // EMPTY_LIST
+			if d.skipping() {
+				d.push(skipList, scalar)
+				break
+			}
 			d.push(&plist{}, scalar)
 		case ')': // EMPTY_TUPLE
 			d.push([]any{}, scalar)
@@ -434,7 +490,14 @@ func (d *pickleDecoder) run() (any, bool) {
 				return nil, false
 			}
 			t, sz, ok := d.take(n)
-			if !ok || !d.container(t, sz) {
+			if !ok {
+				return nil, false
+			}
+			var v any = t
+			if d.skipping() {
+				v = skipList // a tuple: never added to
+			}
+			if !d.container(v, sz) {
 				return nil, false
 			}
 		case 't', 'l', 'd': // TUPLE, LIST, DICT (from the mark)
@@ -442,10 +505,14 @@ func (d *pickleDecoder) run() (any, bool) {
 			if !ok {
 				return nil, false
 			}
-			switch op {
-			case 't':
+			switch {
+			case d.skipping() && op == 'd':
+				ok = len(items)%2 == 0 && d.container(skipDict, sz)
+			case d.skipping():
+				ok = d.container(skipList, sz)
+			case op == 't':
 				ok = d.container(items, sz)
-			case 'l':
+			case op == 'l':
 				ok = d.container(&plist{items: items}, sz)
 			default:
 				m := make(map[string]any, len(items)/2)
@@ -474,7 +541,13 @@ func (d *pickleDecoder) run() (any, bool) {
 			if !d.grow(at, sz) {
 				return nil, false
 			}
-			if op == 'e' {
+			if sk, skip := d.stack[at].(*skippedC); skip {
+				// Not kept: only the sizes counted, and what the generic
+				// path refuses refused.
+				if sk.dict != (op == 'u') || op == 'u' && len(items)%2 != 0 {
+					return nil, false
+				}
+			} else if op == 'e' {
 				l, isList := d.stack[at].(*plist)
 				if !isList || l.taken {
 					return nil, false
@@ -520,7 +593,11 @@ func (d *pickleDecoder) run() (any, bool) {
 			if !ok || !d.grow(at, sz) {
 				return nil, false
 			}
-			if op == 'a' {
+			if sk, skip := d.stack[at].(*skippedC); skip {
+				if sk.dict != (op == 's') {
+					return nil, false
+				}
+			} else if op == 'a' {
 				l, isList := d.stack[at].(*plist)
 				if !isList || l.taken {
 					return nil, false

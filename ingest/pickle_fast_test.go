@@ -69,10 +69,27 @@ func pickleSeeds(t testing.TB) [][]byte {
 		"\x80\x02T\x02\x00\x00\x00hi.",                       // BINSTRING: the generic path
 		"\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00K\x01.", // a frame longer than the data
 		string(deep),
+		// Entries whose unread keys hold containers (skipped by
+		// loadFRPickle), and misuses of them the generic path refuses.
+		frEntries("X\x03\x00\x00\x00out](](K\x01K\x02e(K\x03K\x04t}(K\x01K\x02uM\x00\x10e" + "X\x01\x00\x00\x00zG?\xf0\x00\x00\x00\x00\x00\x00" + "X\x05\x00\x00\x00stateX\x03\x00\x00\x00abc"),
+		frEntries("X\x03\x00\x00\x00out}(K\x01e"),                                                  // APPENDS to a dict
+		frEntries("X\x03\x00\x00\x00out](K\x01K\x02u"),                                             // SETITEMS to a list
+		frEntries("X\x03\x00\x00\x00out}(K\x01u"),                                                  // odd SETITEMS
+		frEntries("X\x03\x00\x00\x00out(K\x01K\x02d"),                                              // DICT from a mark
+		frEntries("X\x03\x00\x00\x00out(K\x01d"),                                                   // odd DICT
+		frEntries("X\x03\x00\x00\x00out]K\x07as"),                                                  // APPEND, then SETITEM of... a list
+		frEntries("X\x03\x00\x00\x00outJ\x00\x00\x01\x00q\x07" + "X\x08\x00\x00\x00state_idh\x07"), // a skipped number memoized, used again
 	} {
 		out = append(out, []byte(s))
 	}
 	return out
+}
+
+// frEntries is a dump whose one entry holds profiling_name and the keys
+// and values of kv (pickle opcodes), then a time.
+func frEntries(kv string) string {
+	return "\x80\x02}(X\x07\x00\x00\x00entries](}(X\x0e\x00\x00\x00profiling_nameX\x0e\x00\x00\x00nccl:send 0->1" +
+		kv + "X\x0f\x00\x00\x00time_created_nsJ\x05\x00\x00\x00ueu."
 }
 
 // checkFastPickle is the fast decoder's contract: when it decodes data,
