@@ -103,6 +103,31 @@ if [ -n "$m" ]; then
     "$(awk -v x="$floor" 'BEGIN{printf "%.1fM P2P ops per CPU-second", x/1e6}')" \
     "$(awk -v x="$floor" -v y="$ops" 'BEGIN{printf "the labels, kinds and peers of every row summed, in the same runs: matching takes %.1fx that time", x/y}')"
 fi
+# Flight Recorder dumps: one rank's dump decoded three ways, then `ppprof
+# hang` (read whole) on every rank's dump of a hung 4096-rank job (8.2M
+# entries, 1.3 GB of pickles, written by the benchmark: about a minute).
+f=$(go test -run XXX -bench 'FRPickle' -cpu 1 -count "$RUNS" ./ingest/ 2>/dev/null | grep '^BenchmarkFRPickle' || true)
+if [ -n "$f" ]; then
+  for sub in fr plain generic; do
+    eps=$(echo "$f" | awk -v b="BenchmarkFRPickle/$sub" '$1 == b {for(i=1;i<=NF;i++) if($(i+1)=="entries/s") print $i}' | median)
+    [ -n "$eps" ] || continue
+    case $sub in
+      fr) what="entries decoded into the fields read (as ppprof reads dumps)";;
+      plain) what="plain data, no gopickle (loadPickle)";;
+      generic) what="gopickle, then plain data (the generic path)";;
+    esac
+    printf '| %-44s | %-30s | %s |\n' "Flight Recorder pickle, one dump of 2000 entries, 1 core: $sub" \
+      "$(awk -v x="$eps" 'BEGIN{printf "%.2fM entries/s", x/1e6}')" "$what; go test -bench FRPickle -cpu 1 ./ingest/"
+  done
+fi
+h=$(go test -run XXX -bench 'HangFlightRecorder$' -benchtime 1x ./cmd/ppprof/ 2>/dev/null | grep '^BenchmarkHangFlightRecorder' || true)
+if [ -n "$h" ]; then
+  sec=$(echo "$h" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="ns/op") printf "%.1f", $i/1e9}')
+  eps=$(echo "$h" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="entries/s") printf "%.2fM", $i/1e6}')
+  mbs=$(echo "$h" | awk '{for(i=1;i<=NF;i++) if($(i+1)=="MB/s") printf "%.1f", $i}')
+  printf '| %-44s | %-30s | %s |\n' "ppprof hang, 4096 ranks' Flight Recorder dumps, 2 cores" \
+    "$sec s ($eps entries/s)" "8.2M entries, 1.3 GB of pickles ($mbs MB/s), read whole, one run; go test -bench HangFlightRecorder -benchtime 1x ./cmd/ppprof/"
+fi
 
 # A trace of BIG_STEPS steps (98: 302M events, 9.1 GB, about 7 minutes to
 # write), analysed end to end once: set BIG_STEPS to run it.
