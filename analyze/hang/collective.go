@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -91,7 +92,7 @@ type collState struct {
 	members    [][]trace.Rank   // per gid, increasing
 	colls      []coll
 	collOf     map[collKey]int32
-	collRow    map[int32]int32 // collective row -> index in colls
+	collRow    []int32 // per row: its index in colls; -1 for a row not a collective (collOfRow)
 	maxSeq     map[rankGroup]int64
 	progress   map[rankGroup]GroupProgress // resolved dump progress, collective-only groups
 	nodeOf     map[int32]int32             // index in colls -> wait-for node
@@ -120,6 +121,17 @@ type collMismatch struct {
 //     which are in it, which are behind it, which never posted it;
 //  6. ranks blocked in a collective of a known group are in state
 //     collective.
+func hasKey[K comparable, V any](m map[K]V, k K) bool { _, ok := m[k]; return ok }
+
+// collOfRow returns the index in colls of row's collective; ok false
+// for a row that is not one.
+func (cs *collState) collOfRow(row int) (int32, bool) {
+	if row < 0 || row >= len(cs.collRow) || cs.collRow[row] < 0 {
+		return 0, false
+	}
+	return cs.collRow[row], true
+}
+
 func (a *analysis) matchCollectives() {
 	t := a.t
 	for _, r := range a.dumpRanks() {
@@ -188,17 +200,42 @@ func (a *analysis) matchCollectives() {
 
 	// 2. One record per (group, seq).
 	cs.collOf = map[collKey]int32{}
-	cs.collRow = map[int32]int32{}
+	cs.collRow = make([]int32, t.Len())
+	for i := range cs.collRow {
+		cs.collRow[i] = -1
+	}
 	cs.maxSeq = map[rankGroup]int64{}
 	pos := map[int32]int64{}
 	seen := make([]map[trace.Rank]bool, len(cs.names))
+	// The highest seq of the rank at hand per group (rows come rank by
+	// rank), put in maxSeq and seen when the rank changes: a map write
+	// per rank and group, not per row.
+	rankMax := make([]int64, len(cs.names))
+	var touched []int32
 	last := trace.NoRank
+	flush := func() {
+		for _, gid := range touched {
+			if k := (rankGroup{last, gid}); rankMax[gid] > cs.maxSeq[k] || !hasKey(cs.maxSeq, k) {
+				cs.maxSeq[k] = rankMax[gid]
+			}
+			if seen[gid] == nil {
+				seen[gid] = map[trace.Rank]bool{}
+			}
+			seen[gid][last] = true
+			rankMax[gid] = math.MinInt64
+		}
+		touched = touched[:0]
+	}
+	for gid := range rankMax {
+		rankMax[gid] = math.MinInt64
+	}
 	for i := 0; i < t.Len(); i++ {
 		if !t.Kind[i].IsCollective() || t.Group[i] == 0 {
 			continue
 		}
 		r := t.Rank[i]
 		if r != last {
+			flush()
 			clear(pos)
 			last = r
 		}
@@ -218,16 +255,13 @@ func (a *analysis) matchCollectives() {
 		c := &cs.colls[ci]
 		c.ops = append(c.ops, int32(i))
 		c.first = min(c.first, t.IssueNs[i])
-		cs.collRow[int32(i)] = ci
-		rg := rankGroup{r, gid}
-		if m, ok := cs.maxSeq[rg]; !ok || seq > m {
-			cs.maxSeq[rg] = seq
+		cs.collRow[i] = ci
+		if rankMax[gid] == math.MinInt64 {
+			touched = append(touched, gid)
 		}
-		if seen[gid] == nil {
-			seen[gid] = map[trace.Rank]bool{}
-		}
-		seen[gid][r] = true
+		rankMax[gid] = max(rankMax[gid], seq)
 	}
+	flush()
 
 	// 3. Members and progress.
 	cs.members = make([][]trace.Rank, len(cs.names))
@@ -283,7 +317,7 @@ func (a *analysis) matchCollectives() {
 		if ri.block < 0 || ri.state != StateCompute {
 			continue
 		}
-		if _, ok := cs.collRow[int32(ri.block)]; ok {
+		if _, ok := cs.collOfRow(ri.block); ok {
 			ri.state = StateCollective
 		}
 	}
@@ -375,6 +409,19 @@ func (a *analysis) collDisagree(c *coll) (MismatchKind, string, []trace.Rank) {
 		return "", "", nil
 	}
 	t := a.t
+	// The common case: every member posted the same kind, dtype, size and
+	// shape, so none of the tests below can find a disagreement.
+	f := c.ops[0]
+	same := true
+	for _, i := range c.ops[1:] {
+		if t.Kind[i] != t.Kind[f] || t.Dtype[i] != t.Dtype[f] || t.Bytes[i] != t.Bytes[f] || t.Shape[i] != t.Shape[f] {
+			same = false
+			break
+		}
+	}
+	if same {
+		return "", "", nil
+	}
 	split := func(get func(i int32) (string, bool)) (map[string][]trace.Rank, []string) {
 		by := map[string][]trace.Rank{}
 		var order []string

@@ -17,7 +17,7 @@ import (
 // which waits for the members that never posted it and for those that
 // posted it but are blocked in an earlier op.
 func (a *analysis) collEdge(ri *rankInfo) {
-	ci := a.cs.collRow[int32(ri.block)]
+	ci, _ := a.cs.collOfRow(ri.block)
 	c := &a.cs.colls[ci]
 	switch {
 	case c.bad != "":
@@ -218,7 +218,8 @@ func (a *analysis) collStuckCause(rs []trace.Rank) RootCause {
 		}
 	}
 	stuckIn := func(x trace.Rank) (*coll, string) {
-		c := &a.cs.colls[a.cs.collRow[int32(a.ranks[x].block)]]
+		ci, _ := a.cs.collOfRow(a.ranks[x].block)
+		c := &a.cs.colls[ci]
 		return c, fmt.Sprintf("%s, which %s completed", a.collName(c), rankList("rank", c.completed))
 	}
 	_, what := stuckIn(r)
@@ -303,7 +304,7 @@ func (a *analysis) describeColl(row int) string {
 	if a.cs == nil || row < 0 {
 		return ""
 	}
-	ci, ok := a.cs.collRow[int32(row)]
+	ci, ok := a.cs.collOfRow(row)
 	if !ok {
 		return ""
 	}
