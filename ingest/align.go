@@ -1,8 +1,11 @@
 package ingest
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -90,13 +93,23 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		}
 	}
 
-	// 2. Collective end-time differences between domains.
+	// 2. Collective end-time differences between domains. Each
+	// collective's ends, one per domain (its first row's), in a list.
 	type ckey struct {
 		group trace.Str
 		seq   int64
 	}
-	ends := map[ckey]map[int]int64{} // key -> domain -> end
-	ordinal := map[[2]any]int64{}
+	type domEnd struct {
+		d   int
+		end int64
+	}
+	type rankGroup struct {
+		r trace.Rank
+		g trace.Str
+	}
+	index := map[ckey]int32{} // collective -> its list in ends
+	var ends [][]domEnd
+	var ordinal map[rankGroup]int64
 	for i := 0; i < t.Len(); i++ {
 		if !t.Kind[i].IsCollective() || t.Group[i] == 0 || t.EndNs[i] == trace.NoTime {
 			continue
@@ -107,40 +120,73 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		}
 		seq := t.GroupSeq[i]
 		if seq < 0 {
-			k := [2]any{t.Rank[i], t.Group[i]}
+			if ordinal == nil {
+				ordinal = map[rankGroup]int64{}
+			}
+			k := rankGroup{t.Rank[i], t.Group[i]}
 			seq = ordinal[k]
 			ordinal[k]++
 		}
 		k := ckey{t.Group[i], seq}
-		if ends[k] == nil {
-			ends[k] = map[int]int64{}
+		x, ok := index[k]
+		if !ok {
+			x = int32(len(ends))
+			index[k] = x
+			ends = append(ends, nil)
 		}
-		if _, dup := ends[k][d]; !dup {
-			ends[k][d] = t.EndNs[i]
+		l := ends[x]
+		// A domain's rows of one collective are usually together: its
+		// last entry first.
+		dup := len(l) > 0 && l[len(l)-1].d == d
+		for j := 0; j < len(l) && !dup; j++ {
+			dup = l[j].d == d
+		}
+		if !dup {
+			ends[x] = append(l, domEnd{d, t.EndNs[i]})
 		}
 	}
-	diffs := make(map[[2]int][]int64) // (a, b) -> x_b - x_a estimates
-	for _, byDom := range ends {
-		if len(byDom) > allPairsDomains {
-			// A collective of many files (a data-parallel or world group
-			// of a fleet): each file against the lowest one, not every
-			// pair (4096 dumps would make 8.4M pairs a collective).
-			lo := math.MaxInt
-			for a := range byDom {
-				lo = min(lo, a)
-			}
-			for b, eb := range byDom {
-				if b != lo {
-					diffs[[2]int{lo, b}] = append(diffs[[2]int{lo, b}], byDom[lo]-eb)
-				}
-			}
-			continue
+	// The pairs each collective gives an estimate for: every pair of its
+	// domains, or, for a collective of many files (a data-parallel or
+	// world group of a fleet), each against the lowest one (4096 dumps
+	// would make 8.4M pairs a collective). Collectives of the same domains
+	// (a group's) share their pairs' lists, found once.
+	diffs := make(map[[2]int]*[]int64) // (a, b) -> x_b - x_a estimates
+	pairsOf := map[string][]*[]int64{}
+	var sig []byte
+	for _, l := range ends {
+		slices.SortFunc(l, func(x, y domEnd) int { return cmp.Compare(x.d, y.d) })
+		sig = sig[:0]
+		for _, e := range l {
+			sig = binary.AppendUvarint(sig, uint64(e.d))
 		}
-		for a, ea := range byDom {
-			for b, eb := range byDom {
-				if a < b {
-					diffs[[2]int{a, b}] = append(diffs[[2]int{a, b}], ea-eb)
+		star := len(l) > allPairsDomains
+		slots, ok := pairsOf[string(sig)]
+		if !ok {
+			slot := func(a, b int) *[]int64 {
+				k := [2]int{a, b}
+				if diffs[k] == nil {
+					diffs[k] = new([]int64)
 				}
+				return diffs[k]
+			}
+			for i := range l {
+				for j := i + 1; j < len(l); j++ {
+					slots = append(slots, slot(l[i].d, l[j].d))
+				}
+				if star {
+					break
+				}
+			}
+			pairsOf[string(sig)] = slots
+		}
+		p := 0
+		for i := range l {
+			for j := i + 1; j < len(l); j++ {
+				*slots[p] = append(*slots[p], l[i].end-l[j].end)
+				p++
+			}
+			if star {
+				break
 			}
 		}
 	}
@@ -151,7 +197,8 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		spread int64
 	}
 	adj := make([][]edge, n)
-	for k, ds := range diffs {
+	for k, dp := range diffs {
+		ds := *dp
 		med, mad := medianMAD(ds)
 		adj[k[0]] = append(adj[k[0]], edge{k[1], med, len(ds), mad})
 		adj[k[1]] = append(adj[k[1]], edge{k[0], -med, len(ds), mad})
