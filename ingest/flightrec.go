@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -204,10 +205,31 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 	var noPeer, unknownTime int
 	unknown := counter{}
 	states := counter{}
+	// What an entry's name, dtype and shape say, found once per distinct
+	// value (a dump repeats a few of each).
+	type nameKind struct {
+		kind                           trace.Kind
+		p2p, skip, known, send, peerOK bool
+		peer                           int64
+	}
+	names := map[string]nameKind{}
+	dtypeOf := map[string]struct {
+		short string
+		size  int64
+	}{}
+	var lastDims []int64
+	lastShape := ""
 	for i := range entries {
 		e := &entries[i]
 		name := asString(e.name)
-		kind, p2p, skip, known := collectiveKind(name)
+		nk, ok := names[name]
+		if !ok {
+			nk.kind, nk.p2p, nk.skip, nk.known = collectiveKind(name)
+			nk.send = isSendName(name)
+			_, nk.peer, nk.peerOK = p2pPeersFromName(name)
+			names[name] = nk
+		}
+		kind, p2p, skip, known := nk.kind, nk.p2p, nk.skip, nk.known
 		if skip {
 			unknown[name]++
 			continue
@@ -248,10 +270,20 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 		for j, s := range sizes {
 			dims := intList(s)
 			if j == 0 {
-				ev.Shape = shapeString(dims)
+				// Entries mostly repeat the last shape.
+				if !slices.Equal(dims, lastDims) {
+					lastDims, lastShape = dims, shapeString(dims)
+				}
+				ev.Shape = lastShape
 			}
 			if j < len(dtypes) {
-				short, size := normDtype(asString(dtypes[j]))
+				ds := asString(dtypes[j])
+				dt, ok := dtypeOf[ds]
+				if !ok {
+					dt.short, dt.size = normDtype(ds)
+					dtypeOf[ds] = dt
+				}
+				short, size := dt.short, dt.size
 				if j == 0 {
 					ev.Dtype = short
 				}
@@ -270,8 +302,8 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 		if s, ok := asInt(e.pseq); ok && s >= 0 {
 			ev.GroupSeq = s
 		}
-		send := isSendName(name)
-		if _, peer, ok := p2pPeersFromName(name); ok {
+		send := nk.send
+		if peer, ok := nk.peer, nk.peerOK; ok {
 			if g, ok := side.groups[group]; ok && peer < int64(len(g.Ranks)) {
 				ev.Peer = g.Ranks[peer]
 			}
