@@ -150,6 +150,28 @@ func (d *pickleDecoder) skipping() bool {
 	return false
 }
 
+// isSkip reports whether v stands for a value not built (skipV, a
+// skipped container). Such a value may go only into a skipped container,
+// or into an entry under a key readFlightRecorder does not read: taken
+// into anything else it would stand where the generic path has a value,
+// and the decoder gives up.
+func isSkip(v any) bool {
+	switch v.(type) {
+	case skippedV, *skippedC:
+		return true
+	}
+	return false
+}
+
+func hasSkip(items []any) bool {
+	for _, v := range items {
+		if isSkip(v) {
+			return true
+		}
+	}
+	return false
+}
+
 // pushNum pushes a number, or skipV when it is not kept.
 func (d *pickleDecoder) pushNum(v any) {
 	if d.skipping() {
@@ -271,7 +293,7 @@ func setEntry(e *frEntry, items []any) bool {
 	}
 	for i := 0; i < len(items); i += 2 {
 		k, ok := key(items[i])
-		if !ok {
+		if !ok || isSkip(items[i+1]) && frEntryKey(k) {
 			return false
 		}
 		e.set(k, items[i+1])
@@ -285,7 +307,7 @@ func (d *pickleDecoder) setItems(m map[string]any, items []any) bool {
 	}
 	for i := 0; i < len(items); i += 2 {
 		k, ok := key(items[i])
-		if !ok {
+		if !ok || isSkip(items[i+1]) {
 			return false
 		}
 		m[k] = items[i+1]
@@ -496,6 +518,8 @@ func (d *pickleDecoder) run() (any, bool) {
 			var v any = t
 			if d.skipping() {
 				v = skipList // a tuple: never added to
+			} else if hasSkip(t) {
+				return nil, false
 			}
 			if !d.container(v, sz) {
 				return nil, false
@@ -510,6 +534,8 @@ func (d *pickleDecoder) run() (any, bool) {
 				ok = len(items)%2 == 0 && d.container(skipDict, sz)
 			case d.skipping():
 				ok = d.container(skipList, sz)
+			case hasSkip(items):
+				ok = false
 			case op == 't':
 				ok = d.container(items, sz)
 			case op == 'l':
@@ -549,7 +575,7 @@ func (d *pickleDecoder) run() (any, bool) {
 				}
 			} else if op == 'e' {
 				l, isList := d.stack[at].(*plist)
-				if !isList || l.taken {
+				if !isList || l.taken || hasSkip(items) {
 					return nil, false
 				}
 				l.items = append(l.items, items...)
@@ -599,7 +625,7 @@ func (d *pickleDecoder) run() (any, bool) {
 				}
 			} else if op == 'a' {
 				l, isList := d.stack[at].(*plist)
-				if !isList || l.taken {
+				if !isList || l.taken || isSkip(vals[0]) {
 					return nil, false
 				}
 				l.items = append(l.items, vals[0])

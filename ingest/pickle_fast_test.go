@@ -72,13 +72,14 @@ func pickleSeeds(t testing.TB) [][]byte {
 		// Entries whose unread keys hold containers (skipped by
 		// loadFRPickle), and misuses of them the generic path refuses.
 		frEntries("X\x03\x00\x00\x00out](](K\x01K\x02e(K\x03K\x04t}(K\x01K\x02uM\x00\x10e" + "X\x01\x00\x00\x00zG?\xf0\x00\x00\x00\x00\x00\x00" + "X\x05\x00\x00\x00stateX\x03\x00\x00\x00abc"),
-		frEntries("X\x03\x00\x00\x00out}(K\x01e"),                                                  // APPENDS to a dict
-		frEntries("X\x03\x00\x00\x00out](K\x01K\x02u"),                                             // SETITEMS to a list
-		frEntries("X\x03\x00\x00\x00out}(K\x01u"),                                                  // odd SETITEMS
-		frEntries("X\x03\x00\x00\x00out(K\x01K\x02d"),                                              // DICT from a mark
-		frEntries("X\x03\x00\x00\x00out(K\x01d"),                                                   // odd DICT
-		frEntries("X\x03\x00\x00\x00out]K\x07as"),                                                  // APPEND, then SETITEM of... a list
-		frEntries("X\x03\x00\x00\x00outJ\x00\x00\x01\x00q\x07" + "X\x08\x00\x00\x00state_idh\x07"), // a skipped number memoized, used again
+		frEntries("X\x03\x00\x00\x00out}(K\x01e"),                                                      // APPENDS to a dict
+		frEntries("X\x03\x00\x00\x00out](K\x01K\x02u"),                                                 // SETITEMS to a list
+		frEntries("X\x03\x00\x00\x00out}(K\x01u"),                                                      // odd SETITEMS
+		frEntries("X\x03\x00\x00\x00out(K\x01K\x02d"),                                                  // DICT from a mark
+		frEntries("X\x03\x00\x00\x00out(K\x01d"),                                                       // odd DICT
+		frEntries("X\x03\x00\x00\x00out]K\x07as"),                                                      // APPEND, then SETITEM of... a list
+		frEntries("X\x03\x00\x00\x00outJ\x00\x00\x01\x00q\x07" + "X\x08\x00\x00\x00state_idh\x07"),     // a skipped number memoized, used again
+		frEntries("X\x0b\x00\x00\x00input_sizesX\x01\x00\x00\x00aX\x05\x00\x00\x00op_idM\x00\x10\x87"), // an unread key and its value taken into a read one
 	} {
 		out = append(out, []byte(s))
 	}
