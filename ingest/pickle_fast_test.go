@@ -169,12 +169,27 @@ func checkFRPickle(t *testing.T, data []byte) (direct int) {
 }
 
 func TestFRPickle(t *testing.T) {
-	direct := 0
 	for _, b := range pickleSeeds(t) {
-		direct += checkFRPickle(t, b)
+		checkFRPickle(t, b)
 	}
-	if direct < 100 {
-		t.Errorf("only %d entries decoded into frEntry", direct)
+	// Every entry of a dump laid out as torch's is decoded into its fields:
+	// the fast path is not one that never runs. (The shared Megatron dumps,
+	// when ../shared is there, are among the seeds above too.)
+	dir := t.TempDir()
+	if _, _, err := frdump.Write(dir, frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: 4, TP: 2, MicroBatches: 8, Steps: 2}, Layers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "_dump_3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := loadFRPickle(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := asList(asMap(v)["entries"])
+	if direct := checkFRPickle(t, b); len(entries) < 100 || direct != len(entries) {
+		t.Errorf("%d of %d entries decoded into frEntry", direct, len(entries))
 	}
 }
 
