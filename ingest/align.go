@@ -251,20 +251,11 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		}
 		pairs[k]++
 	}
-	type pk struct{ src, dst trace.Rank }
-	sends, recvs := map[pk][]int{}, map[pk][]int{}
-	for i := 0; i < t.Len(); i++ {
-		k := t.Kind[i]
-		if t.Peer[i] < 0 || drops != nil && drops.rows[i] {
-			continue
-		}
-		switch {
-		case k.IsSend() || k.String() == "SEND":
-			sends[pk{t.Rank[i], t.Peer[i]}] = append(sends[pk{t.Rank[i], t.Peer[i]}], i)
-		case k.IsRecv() || k.String() == "RECV":
-			recvs[pk{t.Peer[i], t.Rank[i]}] = append(recvs[pk{t.Peer[i], t.Rank[i]}], i)
-		}
+	var dropped []bool
+	if drops != nil {
+		dropped = drops.rows
 	}
+	sends, recvs := p2pChannels(t, dropped)
 	for k, ss := range sends {
 		da, okA := domainOf[k.src]
 		db, okB := domainOf[k.dst]
@@ -365,6 +356,30 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		warns = append(warns, Warning{Path: doms[d].info.Path, Message: msg + ")"})
 	}
 	return out, warns, drops
+}
+
+// chanKey is a P2P channel: the sends of src to dst, the receives of dst
+// from src.
+type chanKey struct{ src, dst trace.Rank }
+
+// p2pChannels lists the rows of each channel's sends and receives, in row
+// order, leaving out the rows skip marks (nil: none). A send is SEND_F,
+// SEND_B or another tool's SEND; a receive alike.
+func p2pChannels(t *trace.Trace, skip []bool) (sends, recvs map[chanKey][]int) {
+	sends, recvs = map[chanKey][]int{}, map[chanKey][]int{}
+	for i := 0; i < t.Len(); i++ {
+		k := t.Kind[i]
+		if t.Peer[i] < 0 || skip != nil && skip[i] {
+			continue
+		}
+		switch {
+		case k.IsSend() || k.String() == "SEND":
+			sends[chanKey{t.Rank[i], t.Peer[i]}] = append(sends[chanKey{t.Rank[i], t.Peer[i]}], i)
+		case k.IsRecv() || k.String() == "RECV":
+			recvs[chanKey{t.Peer[i], t.Rank[i]}] = append(recvs[chanKey{t.Peer[i], t.Rank[i]}], i)
+		}
+	}
+	return sends, recvs
 }
 
 // medianMAD returns the median of xs and the median absolute deviation.

@@ -76,20 +76,7 @@ func windowDrops(t *trace.Trace, parts []*part, off func(trace.Rank) int64) *win
 	// left on a channel cannot be partners when one completed before the
 	// other was posted; the one that completed first lost its partner to
 	// its peer's ring (when that ring wrapped).
-	type chanKey struct{ src, dst trace.Rank }
-	sends, recvs := map[chanKey][]int{}, map[chanKey][]int{}
-	for i := range t.Len() {
-		p := t.Peer[i]
-		if p < 0 || d.rows[i] {
-			continue
-		}
-		switch k := t.Kind[i]; {
-		case k.IsSend() || k.String() == "SEND":
-			sends[chanKey{t.Rank[i], p}] = append(sends[chanKey{t.Rank[i], p}], i)
-		case k.IsRecv() || k.String() == "RECV":
-			recvs[chanKey{p, t.Rank[i]}] = append(recvs[chanKey{p, t.Rank[i]}], i)
-		}
-	}
+	sends, recvs := p2pChannels(t, d.rows)
 	drop := func(i int, peer trace.Rank) {
 		d.rows[i] = true
 		d.n++
