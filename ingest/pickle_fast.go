@@ -93,8 +93,9 @@ type pickleDecoder struct {
 	memo  []any // index -> value; nil slot: unset (a set None is pnone)
 	// budget is the generic path's bound on the values it copies (each
 	// reference to a memoized tuple is copied again).
-	budget int64
-	fr     bool // entries decoded into frEntry (loadFRPickle)
+	budget  int64
+	fr      bool   // entries decoded into frEntry (loadFRPickle)
+	entries *plist // the entries list, once an entry was pushed
 }
 
 // vsize is the depth of a value's tree (0: a scalar; an overestimate by
@@ -150,14 +151,16 @@ func (d *pickleDecoder) skipping() bool {
 	return false
 }
 
-// isSkip reports whether v stands for a value not built (skipV, a
-// skipped container). Such a value may go only into a skipped container,
-// or into an entry under a key readFlightRecorder does not read: taken
-// into anything else it would stand where the generic path has a value,
-// and the decoder gives up.
+// isSkip reports whether v is not the generic path's value: a value not
+// built (skipV, a skipped container), or an entry (*frEntry, where the
+// generic path has a dict). Such a value may go only into a skipped
+// container, or into an entry under a key readFlightRecorder does not
+// read, and an entry into the entries list: taken into anything else (or
+// left as the pickle's value) it would stand where the generic path has
+// another value, and the decoder gives up.
 func isSkip(v any) bool {
 	switch v.(type) {
-	case skippedV, *skippedC:
+	case skippedV, *skippedC, *frEntry:
 		return true
 	}
 	return false
@@ -286,6 +289,44 @@ func key(k any) (string, bool) {
 	return "", false
 }
 
+// addTo adds items (settled) to the container at stack index at: key and
+// value pairs to a dict (dict set), values to a list; ok false where the
+// generic path fails (the wrong kind of container, an odd number of
+// items for a dict) or the fast decoder gives up.
+func (d *pickleDecoder) addTo(at int, dict bool, items []any) bool {
+	switch c := d.stack[at].(type) {
+	case *skippedC:
+		// Not kept: only the sizes counted (grow), and what the generic
+		// path refuses refused.
+		return c.dict == dict && (!dict || len(items)%2 == 0)
+	case *plist:
+		if dict || c.taken {
+			return false
+		}
+		for _, v := range items {
+			if _, entry := v.(*frEntry); !(entry && c == d.entries) && isSkip(v) {
+				return false
+			}
+		}
+		c.items = append(c.items, items...)
+		return true
+	case *frEntry:
+		return dict && setEntry(c, items)
+	case map[string]any:
+		if !dict {
+			return false
+		}
+		if len(c) == 0 {
+			// Sized at once. It may be in the memo, as a mark that
+			// refuses its use: nothing else holds it.
+			c = make(map[string]any, len(items)/2)
+			d.stack[at] = c
+		}
+		return d.setItems(c, items)
+	}
+	return false
+}
+
 // setEntry is setItems into an entry.
 func setEntry(e *frEntry, items []any) bool {
 	if len(items)%2 != 0 {
@@ -389,7 +430,7 @@ func (d *pickleDecoder) run() (any, bool) {
 				return nil, false
 			}
 			v, ok := settle(d.stack[len(d.stack)-1])
-			return v, ok
+			return v, ok && !isSkip(v)
 		case 'N':
 			d.push(nil, scalar)
 		case 0x88:
@@ -490,6 +531,7 @@ func (d *pickleDecoder) run() (any, bool) {
 			}
 		case '}': // EMPTY_DICT
 			if d.fr && d.inEntries() {
+				d.entries = d.stack[d.marks[1]-1].(*plist)
 				d.push(&frEntry{}, scalar)
 				break
 			}
@@ -564,44 +606,8 @@ func (d *pickleDecoder) run() (any, bool) {
 				sz.h = max(sz.h, d.size[at+1+i].h)
 				sz.n += d.size[at+1+i].n
 			}
-			if !d.grow(at, sz) {
+			if !d.grow(at, sz) || !d.addTo(at, op == 'u', items) {
 				return nil, false
-			}
-			if sk, skip := d.stack[at].(*skippedC); skip {
-				// Not kept: only the sizes counted, and what the generic
-				// path refuses refused.
-				if sk.dict != (op == 'u') || op == 'u' && len(items)%2 != 0 {
-					return nil, false
-				}
-			} else if op == 'e' {
-				l, isList := d.stack[at].(*plist)
-				if !isList || l.taken || hasSkip(items) {
-					return nil, false
-				}
-				l.items = append(l.items, items...)
-			} else {
-				if e, isEntry := d.stack[at].(*frEntry); isEntry {
-					if !setEntry(e, items) {
-						return nil, false
-					}
-					clear(items)
-					d.marks = d.marks[:len(d.marks)-1]
-					d.drop(len(items))
-					break
-				}
-				m, isMap := d.stack[at].(map[string]any)
-				if !isMap {
-					return nil, false
-				}
-				if len(m) == 0 {
-					// Sized at once. It may be in the memo, as a mark
-					// that refuses its use: nothing else holds it.
-					m = make(map[string]any, len(items)/2)
-					d.stack[at] = m
-				}
-				if !d.setItems(m, items) {
-					return nil, false
-				}
 			}
 			clear(items)
 			d.marks = d.marks[:len(d.marks)-1]
@@ -616,28 +622,8 @@ func (d *pickleDecoder) run() (any, bool) {
 				return nil, false
 			}
 			vals, sz, ok := d.take(n)
-			if !ok || !d.grow(at, sz) {
+			if !ok || !d.grow(at, sz) || !d.addTo(at, op == 's', vals) {
 				return nil, false
-			}
-			if sk, skip := d.stack[at].(*skippedC); skip {
-				if sk.dict != (op == 's') {
-					return nil, false
-				}
-			} else if op == 'a' {
-				l, isList := d.stack[at].(*plist)
-				if !isList || l.taken || isSkip(vals[0]) {
-					return nil, false
-				}
-				l.items = append(l.items, vals[0])
-			} else if e, isEntry := d.stack[at].(*frEntry); isEntry {
-				if !setEntry(e, vals) {
-					return nil, false
-				}
-			} else {
-				m, isMap := d.stack[at].(map[string]any)
-				if !isMap || !d.setItems(m, vals) {
-					return nil, false
-				}
 			}
 		case '0': // POP
 			if d.frame() == 0 {
