@@ -70,8 +70,8 @@ type Stats struct {
 //
 // Rows are written in seq (issue) order, each op once with its final times.
 // An op still in flight holds back the ops after it until it completes; if
-// it is still in flight when the buffer is three quarters full, it is
-// written as pending (null end) and its End is ignored, so the buffer never
+// it has held back a buffer three quarters full for 250 ms, it is written
+// as pending (null end) and its End is ignored, so the buffer never
 // blocks. When the buffer is full, new ops are dropped and counted in the
 // file's dropped_events metadata, which is patched in place.
 //

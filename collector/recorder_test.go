@@ -205,8 +205,9 @@ func TestDropsCounted(t *testing.T) {
 }
 
 // TestAbandonWhenFull: one op that never completes must not stop
-// recording. Once the buffer is three quarters full it is written as
-// pending and the ops behind it flow again; its late End is ignored.
+// recording. Once the buffer has been three quarters full behind it for
+// stuckGrace, it is written as pending and the ops behind it flow again;
+// its late End is ignored.
 func TestAbandonWhenFull(t *testing.T) {
 	r := newTestRecorder(t, Config{Rank: 0, BufferEvents: 16, Clock: NewVirtualClock(0)})
 	stuck := r.Issue(Op{Kind: trace.SendF, Peer: 1})
@@ -217,6 +218,9 @@ func TestAbandonWhenFull(t *testing.T) {
 			if err := r.Flush(); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if i == 15 {
+			time.Sleep(stuckGrace + 50*time.Millisecond) // the ring is full since the flush above
 		}
 	}
 	r.Complete(stuck)
@@ -233,6 +237,45 @@ func TestAbandonWhenFull(t *testing.T) {
 	}
 	if tr.Kind[0] != trace.SendF || tr.Completed(0) {
 		t.Errorf("the stuck send: %+v", tr.At(0))
+	}
+	if last := tr.Len() - 1; tr.MicroBatch[last] != 199 || !tr.Completed(last) {
+		t.Errorf("recording did not flow again: last row %+v", tr.At(last))
+	}
+}
+
+// TestSlowOpNotAbandoned: an op in flight at the head of a ring three
+// quarters full that completes within stuckGrace (a producer descheduled
+// between Begin and End) is written with its times, not abandoned.
+func TestSlowOpNotAbandoned(t *testing.T) {
+	r := newTestRecorder(t, Config{Rank: 0, BufferEvents: 16, Clock: NewVirtualClock(0)})
+	slow := r.Begin(Op{Kind: trace.F, MicroBatch: 0})
+	for i := 1; i < 14; i++ {
+		r.End(r.Begin(Op{Kind: trace.F, MicroBatch: trace.MicroBatch(i)}))
+	}
+	if err := r.Flush(); err != nil { // 14 of 16 slots: the wait begins
+		t.Fatal(err)
+	}
+	r.End(slow)
+	for i := 14; i < 40; i++ {
+		r.End(r.Begin(Op{Kind: trace.F, MicroBatch: trace.MicroBatch(i)}))
+		if i%4 == 3 {
+			if err := r.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Stats()
+	tr, _, _ := readRank(t, r.Path())
+	if st.Abandoned != 0 || st.Dropped != 0 || tr.Len() != 40 {
+		t.Fatalf("%d rows, stats %+v; want 40 rows, none abandoned or dropped", tr.Len(), st)
+	}
+	for i := 0; i < tr.Len(); i++ {
+		if !tr.Completed(i) || tr.MicroBatch[i] != trace.MicroBatch(i) {
+			t.Errorf("row %d: %+v", i, tr.At(i))
+		}
 	}
 }
 

@@ -20,10 +20,13 @@ type writer struct {
 	lastWrite    time.Time
 	lastComps    uint64 // completed() at the last change
 	lastProgress time.Time
-	tailUp       bool   // a pending tail is on disk
-	tailNext     uint64 // r.next when it was written
-	tailComps    uint64 // completed() when it was written
-	err          error  // first write error; logged once
+	tailUp       bool      // a pending tail is on disk
+	tailNext     uint64    // r.next when it was written
+	tailComps    uint64    // completed() when it was written
+	stuck        bool      // the ring is three quarters full behind an op in flight
+	stuckSince   time.Time // since when
+	stuckNext    uint64    // r.next then: ops before it may be abandoned after stuckGrace
+	err          error     // first write error; logged once
 }
 
 // tick bounds how long the writer sleeps between looks at the ring.
@@ -108,7 +111,7 @@ func (w *writer) cycle(force bool) {
 			w.fail(fmt.Errorf("re-anchoring the cuda clock: %w", err))
 		}
 	}
-	w.take()
+	w.take(now)
 	due := w.buf.Len() >= int(r.batchN) || (w.buf.Len() > 0 && now.Sub(w.lastWrite) >= r.cfg.FlushInterval)
 	if force || due {
 		w.write()
@@ -206,14 +209,22 @@ func (w *writer) resolveSlot(s *slot, d *devSlot) bool {
 	return true
 }
 
+// stuckGrace is how long the op at the head must have held back a ring
+// three quarters full before it is abandoned. Without it a producer
+// descheduled between Begin and End (or a device a little behind the host)
+// lost an op that was about to complete: CI saw it with four goroutines on
+// two cores.
+const stuckGrace = 250 * time.Millisecond
+
 // take moves final rows from the head of the ring into buf and advances
-// the head. When the buffer is three quarters full it also takes ops still
-// in flight, as pending rows, so that recording never stops for one op
-// that does not complete.
-func (w *writer) take() {
+// the head. When the buffer has been three quarters full for stuckGrace
+// with the same op in flight at the head, it also takes that op and the
+// ops issued before the wait began that are still in flight, as pending
+// rows, so that recording never stops for one op that does not complete.
+func (w *writer) take(now time.Time) {
 	r := w.r
 	head, next := r.ctl.head.Load(), r.ctl.next.Load()
-	force := next-head >= r.size/4*3
+	full := func(head uint64) bool { return next-head >= r.size/4*3 }
 	for ; head < next; head++ {
 		s := &r.slots[head&r.mask]
 		tag := s.tag.Load()
@@ -221,12 +232,23 @@ func (w *writer) take() {
 			w.buf.Append(w.row(head, s, true))
 			continue
 		}
-		if !force || !w.abandon(head, s, tag) {
+		if !full(head) {
+			break
+		}
+		if !w.stuck || head >= w.stuckNext {
+			// The wait begins: ops issued until now may be abandoned
+			// once it has lasted stuckGrace.
+			w.stuck, w.stuckSince, w.stuckNext = true, now, next
+			break
+		}
+		if now.Sub(w.stuckSince) < stuckGrace || !w.abandon(head, s, tag) {
 			break
 		}
 		w.buf.Append(w.row(head, s, false))
 		r.abandoned.Add(1)
-		force = next-head-1 >= r.size/4*3
+	}
+	if w.stuck && head >= w.stuckNext {
+		w.stuck = false
 	}
 	r.ctl.head.Store(head)
 }
@@ -371,7 +393,7 @@ func (w *writer) finish() error {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	w.take()
+	w.take(time.Now())
 	head, next := r.ctl.head.Load(), r.ctl.next.Load()
 	for seq := head; seq < next; seq++ {
 		s := &r.slots[seq&r.mask]
