@@ -143,11 +143,37 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		return readData(path, data, opt)
 	}
-	rest, err := io.ReadAll(f)
+	data, err := readRest(f, prefix)
 	if err != nil {
 		return nil, &FileError{Path: path, Err: osReason(err)}
 	}
-	return readData(path, append(prefix[:len(prefix):len(prefix)], rest...), opt)
+	return readData(path, data, opt)
+}
+
+// readRest returns prefix followed by the rest of f, read into one buffer
+// sized from f's size when f is a regular file (as os.ReadFile does):
+// io.ReadAll grew its buffer a doubling at a time, then the prefix was
+// copied in front, three copies of each of 4096 Flight Recorder dumps.
+func readRest(f *os.File, prefix []byte) ([]byte, error) {
+	size := 0
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() < 1<<40 {
+		size = int(st.Size())
+	}
+	buf := make([]byte, len(prefix), max(size, len(prefix))+512)
+	copy(buf, prefix)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // the file grew: room for more
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // mapFor is how a read with opt gets an Arrow file's bytes: mapped

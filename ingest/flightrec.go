@@ -201,7 +201,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 		NCCL: asString(root["nccl_version"]), Entries: len(entries), PGStatus: status, StageFrom: stageFrom}}
 
 	// 3. Entries.
-	var rows rowSet
+	rows := rowSet{rows: make([]trace.Event, 0, len(entries))}
 	var noPeer, unknownTime int
 	unknown := counter{}
 	states := counter{}

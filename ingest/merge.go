@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"cmp"
 	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -47,6 +49,11 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 	// itself): turn them off for the merge. A memory limit (GOMEMLIMIT)
 	// still applies.
 	defer pauseGC().resume()
+	if order := partsInRankOrder(parts); order != nil {
+		// The concatenation in this order is already in (rank, seq)
+		// order: no sort, and no second copy of every column.
+		parts = order
+	}
 	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/4), off: make([]int, len(parts)+1)}
 	if !returnMemory {
 		m.every = math.MaxInt64
@@ -83,6 +90,64 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 	}
 	out.SortByRankSeq()
 	return out, nil
+}
+
+// partsInRankOrder returns the parts in the order whose concatenation is
+// in (rank, seq) order, as SortByRankSeq would order the rows of their
+// concatenation in the given order, when there is one other than the
+// given order: every part's rows in (rank, seq) order and the parts'
+// ranges of (rank, seq) not overlapping, not even at their ends. A
+// Flight Recorder dump per rank, read in the order of the files' names
+// (_dump_0, _dump_1, _dump_10, ...), is such a set: without this the
+// merged 8.2M rows of 4096 dumps were sorted and copied once more (6 s of
+// CPU and a second copy of every column at the peak). Otherwise nil.
+func partsInRankOrder(parts []*trace.Trace) []*trace.Trace {
+	type span struct {
+		part          int
+		firstR, lastR trace.Rank
+		firstS, lastS int64
+	}
+	spans := make([]span, 0, len(parts))
+	for i, p := range parts {
+		n := p.Len()
+		if n == 0 {
+			continue
+		}
+		for j := 1; j < n; j++ {
+			if p.Rank[j] < p.Rank[j-1] || p.Rank[j] == p.Rank[j-1] && p.Seq[j] < p.Seq[j-1] {
+				return nil
+			}
+		}
+		spans = append(spans, span{part: i, firstR: p.Rank[0], lastR: p.Rank[n-1], firstS: p.Seq[0], lastS: p.Seq[n-1]})
+	}
+	before := func(r1 trace.Rank, s1 int64, r2 trace.Rank, s2 int64) bool {
+		return r1 < r2 || r1 == r2 && s1 < s2
+	}
+	inOrder := true
+	for i := 1; i < len(spans) && inOrder; i++ {
+		inOrder = before(spans[i-1].lastR, spans[i-1].lastS, spans[i].firstR, spans[i].firstS)
+	}
+	if inOrder {
+		return nil // as given (or some part overlaps its neighbour: below)
+	}
+	slices.SortFunc(spans, func(a, b span) int {
+		return cmp.Or(cmp.Compare(a.firstR, b.firstR), cmp.Compare(a.firstS, b.firstS))
+	})
+	for i := 1; i < len(spans); i++ {
+		if !before(spans[i-1].lastR, spans[i-1].lastS, spans[i].firstR, spans[i].firstS) {
+			return nil
+		}
+	}
+	out := make([]*trace.Trace, 0, len(parts))
+	for _, sp := range spans {
+		out = append(out, parts[sp.part])
+	}
+	for _, p := range parts {
+		if p.Len() == 0 {
+			out = append(out, p) // rowless parts: anywhere
+		}
+	}
+	return out
 }
 
 // mergeReturnBytes is the fewest bytes of freed part columns mergeParts

@@ -63,3 +63,75 @@ func TestMergeParts(t *testing.T) {
 		t.Errorf("conflict: %v", err)
 	}
 }
+
+// TestMergePartsOrders checks mergeParts against trace.Merge (the parts
+// concatenated in the order given, then sorted stably by rank and seq)
+// on parts cut and ordered many ways: one rank each or several, shuffled,
+// empty parts, parts whose (rank, seq) ranges overlap or touch (equal
+// keys in two parts), and parts whose own rows are out of order. Where the
+// parts can be laid end to end in rank order mergeParts skips the sort;
+// either way the rows must be Merge's, in its order.
+func TestMergePartsOrders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 0))
+	for iter := range 300 {
+		whole := randomTrace(rng, 1+rng.IntN(8), 1+rng.IntN(40))
+		whole.SortByRankSeq()
+		if iter%5 == 0 && whole.Len() > 2 {
+			// Equal keys: a row's seq repeated, in a part of its own below.
+			i := 1 + rng.IntN(whole.Len()-1)
+			if whole.Rank[i] == whole.Rank[i-1] {
+				whole.Seq[i] = whole.Seq[i-1]
+			}
+		}
+		// Cut into parts at random row boundaries, some empty.
+		var parts []*trace.Trace
+		for lo := 0; lo < whole.Len(); {
+			hi := min(whole.Len(), lo+rng.IntN(2*whole.Len()/3+2))
+			p := &trace.Trace{Meta: whole.Meta}
+			p.AppendRows(whole, lo, hi)
+			parts = append(parts, p)
+			lo = hi
+		}
+		switch iter % 4 {
+		case 1: // a part's rows out of order
+			if p := parts[rng.IntN(len(parts))]; p.Len() > 1 {
+				q := &trace.Trace{Meta: p.Meta}
+				q.AppendRows(p, p.Len()-1, p.Len())
+				q.AppendRows(p, 0, p.Len()-1)
+				*p = *q
+			}
+		case 2: // two parts' ranges overlap: deal one part's rows into two
+			if i := rng.IntN(len(parts)); parts[i].Len() > 1 {
+				p := parts[i]
+				a, b := &trace.Trace{Meta: p.Meta}, &trace.Trace{Meta: p.Meta}
+				for j := range p.Len() {
+					if j%2 == 0 {
+						a.AppendRows(p, j, j+1)
+					} else {
+						b.AppendRows(p, j, j+1)
+					}
+				}
+				parts[i] = a
+				parts = append(parts, b)
+			}
+		}
+		parts = append(parts, &trace.Trace{Meta: whole.Meta})
+		rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+		copies := make([]*trace.Trace, len(parts))
+		for i, p := range parts {
+			copies[i] = &trace.Trace{Meta: p.Meta}
+			copies[i].AppendRows(p, 0, p.Len())
+		}
+		want, err := trace.Merge(copies...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := mergeParts(parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := trace.Diff(want, got); d != "" {
+			t.Fatalf("iteration %d, %d parts: %s", iter, len(parts), d)
+		}
+	}
+}
