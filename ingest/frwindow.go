@@ -125,13 +125,10 @@ type windowDrop struct {
 	warn Warning
 }
 
-// apply returns t without the rows to drop.
+// apply returns t without the rows to drop, in place (t's columns are
+// changed: a second copy of a fleet's merged rows is what the peak
+// memory of reading its dumps would be).
 func (d *windowDrop) apply(t *trace.Trace) *trace.Trace {
-	keep := make([]int, 0, t.Len()-d.n)
-	for i := range t.Len() {
-		if !d.rows[i] {
-			keep = append(keep, i)
-		}
-	}
-	return t.Permute(keep)
+	t.DropRows(d.rows)
+	return t
 }

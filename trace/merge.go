@@ -75,6 +75,57 @@ func (t *Trace) Permute(idx []int) *Trace {
 	return out
 }
 
+// DropRows removes, in place, the rows i of t with drop[i] (len(drop) is
+// t.Len()), keeping the others in order, and shortens the columns: no
+// second copy of the columns, which Permute makes. Slices of t's columns
+// taken before see the rows moved.
+func (t *Trace) DropRows(drop []bool) {
+	t.Rank = dropRows(t.Rank, drop)
+	t.Pipeline = dropRows(t.Pipeline, drop)
+	t.Stage = dropRows(t.Stage, drop)
+	t.TPRank = dropRows(t.TPRank, drop)
+	t.Chunk = dropRows(t.Chunk, drop)
+	t.Step = dropRows(t.Step, drop)
+	t.MicroBatch = dropRows(t.MicroBatch, drop)
+	t.Kind = dropRows(t.Kind, drop)
+	t.Seq = dropRows(t.Seq, drop)
+	t.IssueNs = dropRows(t.IssueNs, drop)
+	t.StartNs = dropRows(t.StartNs, drop)
+	t.EndNs = dropRows(t.EndNs, drop)
+	t.Peer = dropRows(t.Peer, drop)
+	t.Bytes = dropRows(t.Bytes, drop)
+	t.Shape = dropRows(t.Shape, drop)
+	t.Dtype = dropRows(t.Dtype, drop)
+	t.Tokens = dropRows(t.Tokens, drop)
+	t.Flops = dropRows(t.Flops, drop)
+	t.MemBytes = dropRows(t.MemBytes, drop)
+	t.Group = dropRows(t.Group, drop)
+	t.GroupSeq = dropRows(t.GroupSeq, drop)
+}
+
+// dropRows moves s[i] for !drop[i] to the front of s, in order, a run of
+// kept rows at a time, and returns that prefix.
+func dropRows[T any](s []T, drop []bool) []T {
+	drop = drop[:len(s)]
+	n := 0
+	for i := 0; i < len(s); {
+		if drop[i] {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(s) && !drop[j] {
+			j++
+		}
+		if n != i {
+			copy(s[n:], s[i:j])
+		}
+		n += j - i
+		i = j
+	}
+	return s[:n]
+}
+
 func permute[T any](s []T, idx []int) []T {
 	out := make([]T, len(idx))
 	for k, i := range idx {

@@ -2,6 +2,8 @@ package trace
 
 import (
 	"errors"
+	"math"
+	"math/rand"
 	"reflect"
 	"strings"
 	"testing"
@@ -252,5 +254,46 @@ func TestStepRows(t *testing.T) {
 	}
 	if n := tr.StepRows(7).Len(); n != 0 {
 		t.Errorf("absent step: %d rows", n)
+	}
+}
+
+// TestDropRows checks DropRows against the rows kept, one by one, with
+// At: random traces and masks (none dropped, all, runs of either).
+func TestDropRows(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for iter := range 200 {
+		n := rng.Intn(300)
+		tr := randomTrace(rng, n)
+		drop := make([]bool, n)
+		p := [...]float64{0, 1, 0.05, 0.5, 0.95}[iter%5]
+		for i := range drop {
+			drop[i] = rng.Float64() < p
+		}
+		var want []Event
+		for i := range n {
+			if !drop[i] {
+				want = append(want, tr.At(i))
+			}
+		}
+		tr.DropRows(drop)
+		if tr.Len() != len(want) {
+			t.Fatalf("iteration %d: %d rows, want %d", iter, tr.Len(), len(want))
+		}
+		for i, e := range want {
+			got := tr.At(i)
+			if math.Float64bits(got.Flops) == math.Float64bits(e.Flops) {
+				got.Flops, e.Flops = 0, 0 // NaN: no FLOPs recorded
+			}
+			if got != e {
+				t.Fatalf("iteration %d, row %d: %+v, want %+v", iter, i, got, e)
+			}
+		}
+		for _, l := range []int{len(tr.Pipeline), len(tr.Stage), len(tr.TPRank), len(tr.Chunk), len(tr.Step), len(tr.MicroBatch),
+			len(tr.Kind), len(tr.Seq), len(tr.IssueNs), len(tr.StartNs), len(tr.EndNs), len(tr.Peer), len(tr.Bytes), len(tr.Shape),
+			len(tr.Dtype), len(tr.Tokens), len(tr.Flops), len(tr.MemBytes), len(tr.Group), len(tr.GroupSeq)} {
+			if l != tr.Len() {
+				t.Fatalf("iteration %d: a column of %d rows, the trace %d", iter, l, tr.Len())
+			}
+		}
 	}
 }
