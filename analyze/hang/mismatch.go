@@ -3,6 +3,7 @@ package hang
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -139,11 +140,53 @@ func (a *analysis) collectMismatches() {
 	out = append(out, a.optSkips()...)
 	out = append(out, a.collectiveMismatches()...)
 
-	slices.SortStableFunc(out, func(x, y Mismatch) int {
-		return cmp.Or(cmp.Compare(category(x.Kind), category(y.Kind)), cmp.Compare(x.Step, y.Step),
-			cmp.Compare(mismatchTime(&x), mismatchTime(&y)))
+	// Sorted on a copy of each mismatch's time, found once.
+	type keyed struct {
+		m  Mismatch
+		at int64
+	}
+	ks := make([]keyed, len(out))
+	for i := range out {
+		ks[i] = keyed{out[i], a.shownAt(&out[i])}
+	}
+	slices.SortStableFunc(ks, func(x, y keyed) int {
+		return cmp.Or(cmp.Compare(category(x.m.Kind), category(y.m.Kind)), cmp.Compare(x.m.Step, y.m.Step),
+			cmp.Compare(x.at, y.at))
 	})
+	for i := range ks {
+		out[i] = ks[i].m
+	}
 	a.rep.Mismatches = out
+}
+
+// shownAt is when mismatch m showed, for the report's order: the later post
+// of its pair (mismatchTime), and for a collective some members never
+// posted, not before the first of those members stopped (its first pending
+// op, else its last op): a member still working when the others posted
+// had not missed the collective yet, only not reached it. The replicas of
+// a data-parallel group run apart within a step, so the group's fast
+// replicas post its all-reduce while a slow replica still works; when the
+// slow one then hangs, ordering its missing all-reduce by the fast
+// replicas' posts put it (a victim, 4096 Flight Recorder dumps) before
+// the skipped micro-batch that hung it.
+func (a *analysis) shownAt(m *Mismatch) int64 {
+	t := mismatchTime(m)
+	if m.Kind != MissingCollective || m.Collective == nil || len(m.Collective.Missing) == 0 {
+		return t
+	}
+	stopped := int64(math.MaxInt64)
+	for _, r := range m.Collective.Missing {
+		if r < 0 || int(r) >= len(a.ranks) {
+			return t
+		}
+		ri := &a.ranks[r]
+		at := ri.maxIssue
+		if e := a.event(ri.firstPending); e != nil {
+			at = e.IssueNs
+		}
+		stopped = min(stopped, at)
+	}
+	return max(t, stopped)
 }
 
 // optSkips returns one optimizer_skip_mismatch per step in which some ranks

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -46,4 +47,59 @@ func TestHangFlightRecorderRings(t *testing.T) {
 	if strings.Contains(stderr.String(), "contradict") {
 		t.Errorf("the causality bounds contradict each other:\n%s", stderr.String())
 	}
+}
+
+// TestHangFlightRecorderSlowReplica: the replica that hangs is the slower
+// one (a slow worker at its stage 0), so the other replica's ranks post
+// the last step's data-parallel all-reduce before the slow replica's
+// rank at stage 1 skips a micro-batch. The all-reduces the slow replica's
+// ranks never posted are consequences: they were still working when the
+// fast replica posted them. The first mismatch, the report's "first
+// divergence", must be at the rank that skipped; ordered by the fast
+// replica's posts, it was a missing all-reduce of the slow replica's last
+// stage.
+func TestHangFlightRecorderSlowReplica(t *testing.T) {
+	const p, tp, dp = 4, 1, 2
+	bad := trace.Rank((1*dp + 0) * tp) // stage 1, replica 0 (sim.Config.Rank)
+	c := frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: p, TP: tp, DP: dp, MicroBatches: 8, Steps: 2, P2PLatencyUs: 20,
+		SlowRanks: []sim.SlowRank{{Pipeline: 0, Stage: 0, Factor: 3}},
+		Faults:    []sim.Fault{{Kind: sim.FaultSkip, Rank: int(bad), Step: 1, MicroBatch: 6}}}, Layers: 1}
+	dir := t.TempDir()
+	if _, _, err := frdump.Write(dir, c); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := hangWhole(&hangOptions{paths: []string{dir}, stream: "never", stdout: io.Discard, stderr: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The premise: some missing all-reduce was posted by the fast replica
+	// before the rank that skipped stopped.
+	var early bool
+	for _, m := range rep.Mismatches {
+		if m.Kind == hang.MissingCollective && m.Collective != nil {
+			for _, e := range m.Collective.Ops {
+				early = early || e.IssueNs < firstPendingIssue(rep, bad)
+			}
+		}
+	}
+	if !early {
+		t.Fatalf("no all-reduce of the fast replica posted before rank %d stopped: the test's premise does not hold", bad)
+	}
+	if len(rep.Mismatches) == 0 {
+		t.Fatal("no mismatches")
+	}
+	if m := rep.Mismatches[0]; !slices.Contains(m.Ranks, bad) {
+		t.Errorf("first mismatch %s %v (%s); want one of rank %d, which skipped micro-batch 6", m.Kind, m.Ranks, m.Detail, bad)
+	}
+}
+
+// firstPendingIssue is the issue time of rank r's first op still pending
+// at the dump (the report's blocked ops are in (rank, seq) order).
+func firstPendingIssue(rep *hang.Report, r trace.Rank) int64 {
+	for _, b := range rep.Blocked {
+		if b.Op.Rank == r {
+			return b.Op.IssueNs
+		}
+	}
+	return math.MaxInt64
 }
