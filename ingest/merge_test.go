@@ -24,6 +24,21 @@ func splitByRank(t *trace.Trace) []*trace.Trace {
 	return parts
 }
 
+// mergeDiff merges parts with mergeParts and ref (the same rows) with
+// trace.Merge, and returns how the two differ ("" when they do not).
+func mergeDiff(t *testing.T, ref, parts []*trace.Trace) string {
+	t.Helper()
+	want, err := trace.Merge(ref...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := mergeParts(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trace.Diff(want, got)
+}
+
 // TestMergeParts checks that mergeParts gives trace.Merge's trace, in
 // either order of the parts, and its metadata conflicts, and that it
 // empties the parts.
@@ -38,15 +53,7 @@ func TestMergeParts(t *testing.T) {
 				parts[i], parts[j] = parts[j], parts[i]
 			}
 		}
-		want, err := trace.Merge(splitByRank(whole)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := mergeParts(parts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := trace.Diff(want, got); d != "" {
+		if d := mergeDiff(t, splitByRank(whole), parts); d != "" {
 			t.Errorf("reverse %v: %s", reverse, d)
 		}
 		for _, p := range parts {
@@ -122,15 +129,7 @@ func TestMergePartsOrders(t *testing.T) {
 			copies[i] = &trace.Trace{Meta: p.Meta}
 			copies[i].AppendRows(p, 0, p.Len())
 		}
-		want, err := trace.Merge(copies...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := mergeParts(parts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := trace.Diff(want, got); d != "" {
+		if d := mergeDiff(t, copies, parts); d != "" {
 			t.Fatalf("iteration %d, %d parts: %s", iter, len(parts), d)
 		}
 	}
