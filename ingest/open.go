@@ -160,15 +160,27 @@ func Open(paths []string, opt Options) (*Result, error) {
 	// are checked again here, and the merged trace only when one of them
 	// is in it.
 	allArrow := true
-	for _, p := range read {
+	isArrow := func(p *part) bool {
+		return (p.info.Format == FormatArrowFile || p.info.Format == FormatArrowStream) && !p.external && len(p.pending) == 0
+	}
+	// Each part sorted (resolveParts may have added rows) and, but for
+	// Arrow files, checked: on every core (4096 Flight Recorder dumps took
+	// 3.4 s of one core here), the first error in the parts' order
+	// reported as before.
+	invalid := make([]error, len(read))
+	eachParallel(len(read), func(i int) {
+		p := read[i]
 		p.t.SortByRankSeq()
-		arrow := (p.info.Format == FormatArrowFile || p.info.Format == FormatArrowStream) && !p.external && len(p.pending) == 0
+		if !isArrow(p) {
+			invalid[i] = p.t.Validate()
+		}
+	})
+	for i, p := range read {
+		arrow := isArrow(p)
 		allArrow = allArrow && arrow
-		if !arrow {
-			if err := p.t.Validate(); err != nil {
-				emit(p.warns)
-				return nil, &FileError{Path: p.info.Path, Err: err}
-			}
+		if err := invalid[i]; err != nil {
+			emit(p.warns)
+			return nil, &FileError{Path: p.info.Path, Err: err}
 		}
 		describe(p)
 		emit(p.warns)
