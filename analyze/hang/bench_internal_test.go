@@ -107,6 +107,14 @@ func reportCPU(b *testing.B, cpu0 int64, ops int) {
 	b.ReportMetric(float64(ops)/ns*1e9, "p2p-ops/cpu-s")
 }
 
+// SetDenseSeqs sets denseSeqs (collective matching's arrays by sequence
+// number) for the external tests, and returns its previous value.
+func SetDenseSeqs(on bool) bool {
+	old := denseSeqs
+	denseSeqs = on
+	return old
+}
+
 // ReportCPU and CPUTime are reportCPU and cpuTime for the external tests.
 var (
 	ReportCPU = reportCPU

@@ -161,3 +161,37 @@ func TestCollectiveProperties(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectiveDenseIndex: collective matching finds a group's
+// collectives in an array by sequence number when the numbers are dense,
+// and in a map otherwise; the reports must be the same either way, on
+// the random jobs above and on the same jobs with sequence numbers spread
+// apart (a group's numbers too sparse for the array).
+func TestCollectiveDenseIndex(t *testing.T) {
+	rng := rand.New(rand.NewSource(17))
+	for i := 0; i < 1500; i++ {
+		tr, opt := randomCollectiveTrace(rng)
+		if i%2 == 1 {
+			for r := range tr.GroupSeq {
+				if tr.GroupSeq[r] >= 0 {
+					tr.GroupSeq[r] *= 1000
+				}
+			}
+		}
+		var out [2]bytes.Buffer
+		for k, dense := range []bool{true, false} {
+			old := hang.SetDenseSeqs(dense)
+			rep, err := hang.Run(tr, opt)
+			hang.SetDenseSeqs(old)
+			if err != nil {
+				t.Fatalf("case %d: %v", i, err)
+			}
+			if err := report.WriteHang(&out[k], rep, report.JSON); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out[0].String() != out[1].String() {
+			t.Fatalf("case %d: the reports differ:\n%s\n%s", i, out[0].String(), out[1].String())
+		}
+	}
+}
