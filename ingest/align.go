@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ppprof/ppprof/internal/seqindex"
 	"github.com/ppprof/ppprof/trace"
 )
 
@@ -95,10 +96,6 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 
 	// 2. Collective end-time differences between domains. Each
 	// collective's ends, one per domain (its first row's), in a list.
-	type ckey struct {
-		group trace.Str
-		seq   int64
-	}
 	type domEnd struct {
 		d   int
 		end int64
@@ -107,31 +104,51 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		r trace.Rank
 		g trace.Str
 	}
-	index := map[ckey]int32{} // collective -> its list in ends
+	// The collectives' rows, twice: the groups' sequence numbers first,
+	// for an index of the collectives by number (seqindex), then each
+	// row's end into its collective's list.
 	var ends [][]domEnd
+	gids := map[trace.Str]int32{}
+	lastG, lastID := trace.Str(0), int32(-1)
 	var ordinal map[rankGroup]int64
-	for i := 0; i < t.Len(); i++ {
-		if !t.Kind[i].IsCollective() || t.Group[i] == 0 || t.EndNs[i] == trace.NoTime {
-			continue
-		}
-		d, ok := domainOf[t.Rank[i]]
-		if !ok {
-			continue
-		}
-		seq := t.GroupSeq[i]
-		if seq < 0 {
-			if ordinal == nil {
-				ordinal = map[rankGroup]int64{}
+	each := func(fn func(i, d int, gid int32, seq int64)) {
+		clear(ordinal)
+		for i := 0; i < t.Len(); i++ {
+			if !t.Kind[i].IsCollective() || t.Group[i] == 0 || t.EndNs[i] == trace.NoTime {
+				continue
 			}
-			k := rankGroup{t.Rank[i], t.Group[i]}
-			seq = ordinal[k]
-			ordinal[k]++
+			d, ok := domainOf[t.Rank[i]]
+			if !ok {
+				continue
+			}
+			seq := t.GroupSeq[i]
+			if seq < 0 {
+				if ordinal == nil {
+					ordinal = map[rankGroup]int64{}
+				}
+				k := rankGroup{t.Rank[i], t.Group[i]}
+				seq = ordinal[k]
+				ordinal[k]++
+			}
+			if g := t.Group[i]; g != lastG || lastID < 0 {
+				id, ok := gids[g]
+				if !ok {
+					id = int32(len(gids))
+					gids[g] = id
+				}
+				lastG, lastID = g, id
+			}
+			fn(i, d, lastID, seq)
 		}
-		k := ckey{t.Group[i], seq}
-		x, ok := index[k]
+	}
+	var seqs seqindex.Ranges
+	each(func(_, _ int, gid int32, seq int64) { seqs.Note(gid, seq) })
+	index := seqs.Build(true) // collective -> its list in ends
+	each(func(i, d int, gid int32, seq int64) {
+		x, ok := index.Get(gid, seq)
 		if !ok {
 			x = int32(len(ends))
-			index[k] = x
+			index.Put(gid, seq, x)
 			ends = append(ends, nil)
 		}
 		l := ends[x]
@@ -144,7 +161,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		if !dup {
 			ends[x] = append(l, domEnd{d, t.EndNs[i]})
 		}
-	}
+	})
 	// The pairs each collective gives an estimate for: every pair of its
 	// domains, or, for a collective of many files (a data-parallel or
 	// world group of a fleet), each against the lowest one (4096 dumps

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ppprof/ppprof/internal/seqindex"
 	"github.com/ppprof/ppprof/trace"
 )
 
@@ -73,11 +74,6 @@ type coll struct {
 	completed, pending, missing, behind []trace.Rank
 }
 
-type collKey struct {
-	gid int32
-	seq int64
-}
-
 type rankGroup struct {
 	rank trace.Rank
 	gid  int32
@@ -133,7 +129,7 @@ func (cs *collState) collOfRow(row int) (int32, bool) {
 }
 
 // denseSeqs lets matchCollectives index groups' collectives by sequence
-// number in arrays (tests turn it off to compare with the map).
+// number in arrays (seqindex; tests turn it off to compare with its map).
 var denseSeqs = true
 
 func (a *analysis) matchCollectives() {
@@ -169,9 +165,7 @@ func (a *analysis) matchCollectives() {
 		return id
 	}
 	var positional []bool
-	// Per group: the range and count of its sequence numbers, for a dense
-	// index of its collectives (below).
-	var seqLo, seqHi, seqN []int64
+	var seqs seqindex.Ranges // the groups' sequence numbers, for the index below
 	found := false
 	// A rank's rows name a few groups, often the same one several rows in
 	// a row: the last group's id is kept (a map lookup per row was a third
@@ -196,12 +190,11 @@ func (a *analysis) matchCollectives() {
 			id := gidOf(g)
 			for len(positional) <= int(id) {
 				positional = append(positional, false)
-				seqLo, seqHi, seqN = append(seqLo, math.MaxInt64), append(seqHi, math.MinInt64), append(seqN, 0)
 			}
 			if sq := t.GroupSeq[i]; sq < 0 {
 				positional[id] = true
 			} else {
-				seqLo[id], seqHi[id], seqN[id] = min(seqLo[id], sq), max(seqHi[id], sq), seqN[id]+1
+				seqs.Note(id, sq)
 			}
 			found = true
 		case k.IsP2P():
@@ -218,23 +211,10 @@ func (a *analysis) matchCollectives() {
 		}
 	}
 
-	// 2. One record per (group, seq). A group whose sequence numbers are
-	// dense (not positional, their range at most four times their count)
-	// finds them in an array indexed by seq (1 + the record; 0: none
-	// yet); the others in a map (a map lookup per row was a third of this
-	// function on 4096 Flight Recorder dumps).
-	collOf := map[collKey]int32{}
-	dense := make([][]int32, len(positional))
-	most := int64(0) // collectives there can be: room for them at once
-	for gid, p := range positional {
-		if span := seqHi[gid] - seqLo[gid] + 1; denseSeqs && !p && seqN[gid] > 0 && span <= 4*seqN[gid]+64 {
-			dense[gid] = make([]int32, span)
-			most += min(span, seqN[gid])
-		} else {
-			most += seqN[gid]
-		}
-	}
-	cs.colls = make([]coll, 0, most)
+	// 2. One record per (group, seq), found in an index by sequence number
+	// (seqindex; positional groups' numbers, not noted, in its map).
+	collOf := seqs.Build(denseSeqs)
+	cs.colls = make([]coll, 0, seqs.Most())
 	cs.collRow = make([]int32, t.Len())
 	for i := range cs.collRow {
 		cs.collRow[i] = -1
@@ -280,22 +260,10 @@ func (a *analysis) matchCollectives() {
 			seq = pos[gid]
 			pos[gid]++
 		}
-		var ci int32
-		ok := false
-		d := dense[gid]
-		if d != nil {
-			ci = d[seq-seqLo[gid]] - 1
-			ok = ci >= 0
-		} else {
-			ci, ok = collOf[collKey{gid, seq}]
-		}
+		ci, ok := collOf.Get(gid, seq)
 		if !ok {
 			ci = int32(len(cs.colls))
-			if d != nil {
-				d[seq-seqLo[gid]] = ci + 1
-			} else {
-				collOf[collKey{gid, seq}] = ci
-			}
+			collOf.Put(gid, seq, ci)
 			cs.colls = append(cs.colls, coll{gid: gid, seq: seq, first: t.IssueNs[i]})
 		}
 		c := &cs.colls[ci]
