@@ -115,8 +115,7 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		x, y := &s.rows[idx[a]], &s.rows[idx[b]]
+	less := func(x, y *trace.Event) bool {
 		if x.Rank != y.Rank {
 			return x.Rank < y.Rank
 		}
@@ -124,12 +123,20 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 			return x.IssueNs < y.IssueNs
 		}
 		return timeLess(x.StartNs, y.StartNs)
-	})
-	isPending := make(map[int]bool, len(s.pending))
-	send := make(map[int]bool, len(s.pending))
+	}
+	// Rows are usually added in order (a Flight Recorder dump's entries
+	// are): the stable sort only when some row is out of it.
+	sorted := true
+	for i := 1; i < len(s.rows) && sorted; i++ {
+		sorted = !less(&s.rows[i], &s.rows[i-1])
+	}
+	if !sorted {
+		sort.SliceStable(idx, func(a, b int) bool { return less(&s.rows[idx[a]], &s.rows[idx[b]]) })
+	}
+	// Per row: 0 not pending, 1 a pending receive, 2 a pending send.
+	pending := make([]uint8, len(s.rows))
 	for k, i := range s.pending {
-		isPending[i] = true
-		send[i] = s.sends[k]
+		pending[i] = 1 + uint8(b2u(s.sends[k]))
 	}
 	t := &trace.Trace{Meta: meta}
 	t.Grow(len(s.rows) - len(s.pending))
@@ -143,13 +150,20 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 		}
 		e.Seq = seq
 		seq++
-		if isPending[i] {
-			pend = append(pend, pendingP2P{ev: e, send: send[i]})
+		if pending[i] != 0 {
+			pend = append(pend, pendingP2P{ev: e, send: pending[i] == 2})
 			continue
 		}
 		t.Append(e)
 	}
 	return t, pend
+}
+
+func b2u(b bool) uint {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // timeLess orders times with null (NoTime) last.
