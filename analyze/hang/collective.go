@@ -214,7 +214,9 @@ func (a *analysis) matchCollectives() {
 	// 2. One record per (group, seq), found in an index by sequence number
 	// (seqindex; positional groups' numbers, not noted, in its map).
 	collOf := seqs.Build(denseSeqs)
-	cs.colls = make([]coll, 0, seqs.Most())
+	// Room for them at once, but never more than half the rows (groups
+	// of sparse numbers count rows, not collectives).
+	cs.colls = make([]coll, 0, min(seqs.Most(), int64(t.Len())/2+1))
 	cs.collRow = make([]int32, t.Len())
 	for i := range cs.collRow {
 		cs.collRow[i] = -1
