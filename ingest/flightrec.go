@@ -63,13 +63,19 @@ func frPickleMagic(data []byte) bool {
 	if len(data) < 3 || data[0] != 0x80 || data[1] < 2 || data[1] > 5 {
 		return false
 	}
-	return bytes.Contains(data, []byte("entries")) && (bytes.Contains(data, []byte("pg_config")) || bytes.Contains(data, []byte("profiling_name")))
+	has := func(s string) bool { return bytes.Contains(data, []byte(s)) }
+	// torch writes "version" and "pg_config" first, then "entries": the
+	// groups' rank lists of a job of 10000 ranks or more fill the first
+	// 64 KiB before "entries" comes.
+	return has("entries") && (has("pg_config") || has("profiling_name")) || has("version") && has("pg_config")
 }
 
 // frJSONKeys reports whether a JSON object's top-level keys are a Flight
-// Recorder dump's: "entries" beside "pg_config" or "version".
+// Recorder dump's: "entries" beside "pg_config" or "version", or "version"
+// and "pg_config" (a prefix of the dump of a large job ends inside
+// pg_config, before "entries").
 func frJSONKeys(keys map[string]bool) bool {
-	return keys["entries"] && (keys["pg_config"] || keys["pg_status"] || keys["version"])
+	return keys["entries"] && (keys["pg_config"] || keys["pg_status"] || keys["version"]) || keys["version"] && keys["pg_config"]
 }
 
 // readFlightRecorder reads one dump (pickle, or JSON when isJSON).

@@ -64,9 +64,11 @@ var kinetoKeys = map[string]bool{
 // always enough; less usually is), never from its name. A gzip-compressed
 // prefix is decompressed as far as it goes and the content inside is
 // recognised. Rules, in order: Arrow magic (file or stream); a pickle whose
-// dict holds "entries" and "pg_config" is a Flight Recorder dump; a JSON
-// object with "entries" beside "pg_config" or "version" is a Flight
-// Recorder dump in JSON; a JSON array, or an object with "traceEvents" or
+// dict holds "entries" and "pg_config", or "version" and "pg_config" (the
+// process groups of a job of 10000 ranks or more fill the first 64 KiB
+// before "entries" comes), is a Flight Recorder dump; a JSON object with
+// "entries" beside "pg_config" or "version", or "version" and "pg_config",
+// is a Flight Recorder dump in JSON; a JSON array, or an object with "traceEvents" or
 // another Kineto key, is a Chrome trace: Megatron-style when its first
 // events are Megatron timers (forward-compute...), Kineto when the object
 // has a key only Kineto writes (schemaVersion, deviceProperties,
