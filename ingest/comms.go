@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -81,6 +82,39 @@ func (c *Comms) merge(o *Comms) {
 // parseRankList reads "[0, 1, 2]" (as Kineto and the Flight Recorder
 // write group ranks) or a JSON array. A list cut short by the profiler
 // ("[0, 1, ...]") or anything else malformed gives nil.
+// rankLists parses each rank list once: every rank's Flight Recorder dump
+// lists the groups it is in, the job-wide one with every rank, so the
+// dumps of a job of n ranks hold n lists of n ranks (16384 dumps of a
+// 16384-rank job: 1 GB of parsed lists, each parsed again). The lists it
+// returns are shared: read-only. Safe for concurrent use; nil parses
+// every list.
+type rankLists struct {
+	mu   sync.Mutex
+	seen map[string][]trace.Rank
+}
+
+// parse is parseRankList(s), once per distinct s (lists of a few ranks are
+// parsed each time: cheaper than the lookup).
+func (l *rankLists) parse(s string) []trace.Rank {
+	if l == nil || len(s) < 256 {
+		return parseRankList(s)
+	}
+	l.mu.Lock()
+	r, ok := l.seen[s]
+	l.mu.Unlock()
+	if ok {
+		return r
+	}
+	r = parseRankList(s)
+	l.mu.Lock()
+	if l.seen == nil {
+		l.seen = map[string][]trace.Rank{}
+	}
+	l.seen[strings.Clone(s)] = r // not the dump's memory
+	l.mu.Unlock()
+	return r
+}
+
 func parseRankList(s string) []trace.Rank {
 	s = strings.TrimSpace(s)
 	if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") || strings.Contains(s, "...") {

@@ -64,6 +64,9 @@ type readOpts struct {
 	// mapped: map Arrow files whatever their size for whole reads too
 	// (Chunks.MapFiles).
 	mapped bool
+	// lists: the rank lists of the Flight Recorder dumps read so far, by
+	// their text (nil: each dump parses its own).
+	lists *rankLists
 }
 
 func readFileOpts(path string, opt readOpts) (*trace.Trace, FileInfo, []Warning, error) {
@@ -371,7 +374,7 @@ func readData(path string, data []byte, opt readOpts) (*part, error) {
 		if f.isChrome() {
 			q, err = readChrome(path, bytes.NewReader(data), f, opt)
 		} else {
-			q, err = readFlightRecorder(path, data, f == FormatFRJSON)
+			q, err = readFlightRecorder(path, data, f == FormatFRJSON, opt.lists)
 		}
 		if err == nil {
 			q.warns = append(p.warns, q.warns...)

@@ -79,7 +79,7 @@ func frJSONKeys(keys map[string]bool) bool {
 }
 
 // readFlightRecorder reads one dump (pickle, or JSON when isJSON).
-func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
+func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists) (*part, error) {
 	var root map[string]any
 	if isJSON {
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -126,7 +126,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool) (*part, error) {
 		}
 		switch r := m["ranks"].(type) {
 		case string:
-			g.Ranks = parseRankList(r)
+			g.Ranks = lists.parse(r)
 		case []any:
 			for _, x := range r {
 				if v, ok := asInt(x); ok && v >= 0 && v < 1<<31 {

@@ -1,7 +1,10 @@
 package ingest
 
 import (
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ppprof/ppprof/trace"
@@ -47,5 +50,49 @@ func TestGroupColumns(t *testing.T) {
 	}
 	if _, err := ReadCSV(strings.NewReader("rank,stage,step,kind,seq,start_ns,end_ns,group_seq\n0,0,0,F,1,0,5,-2\n")); err == nil || !strings.Contains(err.Error(), "group_seq") {
 		t.Errorf("group_seq -2: got %v", err)
+	}
+}
+
+// TestRankListsOnce: rankLists parses a long list once and hands the same
+// ranks to every dump, from any goroutine; short lists, malformed lists
+// and a nil cache parse as parseRankList does.
+func TestRankListsOnce(t *testing.T) {
+	var b strings.Builder
+	b.WriteByte('[')
+	for r := range 5000 {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(r))
+	}
+	b.WriteByte(']')
+	long := b.String()
+	var l rankLists
+	got := make([][]trace.Rank, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i] = l.parse(strings.Clone(long)) })
+	}
+	wg.Wait()
+	want := parseRankList(long)
+	if len(want) != 5000 || want[4999] != 4999 {
+		t.Fatalf("parseRankList: %d ranks", len(want))
+	}
+	for i, g := range got {
+		if !slices.Equal(g, want) {
+			t.Fatalf("goroutine %d: %d ranks", i, len(g))
+		}
+	}
+	if again := l.parse(long); &again[0] != &l.parse(long)[0] || len(l.seen) != 1 {
+		t.Errorf("a list parsed again, or kept twice (%d kept)", len(l.seen))
+	}
+	var none *rankLists
+	for _, s := range []string{"[0, 1, 2]", "[1, x]", "[...]", long[:300], long} {
+		if g, w := none.parse(s), parseRankList(s); !slices.Equal(g, w) || (g == nil) != (w == nil) {
+			t.Errorf("%.20q: %v, want %v", s, g, w)
+		}
+		if g, w := l.parse(s), parseRankList(s); !slices.Equal(g, w) || (g == nil) != (w == nil) {
+			t.Errorf("%.20q, cached: %v, want %v", s, g, w)
+		}
 	}
 }

@@ -127,7 +127,7 @@ func Open(paths []string, opt Options) (*Result, error) {
 			}
 		}
 	}
-	ro := readOpts{rules: opt.Rules}
+	ro := readOpts{rules: opt.Rules, lists: &rankLists{}}
 	prog := newProgressReporter(opt.Progress, inputs)
 	k := 0
 	err = readAll(inputs, ro, func(in input, r readResult) error {
