@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -419,6 +420,25 @@ func (c *Chunks) place(files []int, inputs []input) *trace.Trace {
 func CountFiles(paths []string) (int, error) {
 	inputs, _, err := expand(paths)
 	return len(inputs), err
+}
+
+// FirstFormat is the format of the first file paths name (expanded as
+// Open expands them), from its first bytes; FormatUnknown when there is
+// none or it cannot be read (Open will say why). A caller may tune a read
+// by it: a directory of one job's files holds one format.
+func FirstFormat(paths []string) Format {
+	inputs, _, err := expand(paths)
+	if err != nil || len(inputs) == 0 {
+		return FormatUnknown
+	}
+	f, err := os.Open(inputs[0].path)
+	if err != nil {
+		return FormatUnknown
+	}
+	defer f.Close()
+	buf := make([]byte, sniffLen)
+	n, _ := io.ReadFull(f, buf)
+	return Sniff(buf[:n])
 }
 
 // InputBytes is the size on disk of the files paths name (expanded as Open

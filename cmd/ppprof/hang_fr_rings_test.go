@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -102,4 +103,31 @@ func firstPendingIssue(rep *hang.Report, r trace.Rank) int64 {
 		}
 	}
 	return math.MaxInt64
+}
+
+// TestReadGCPercent: reads of Flight Recorder dumps collect at GOGC 100
+// (their decoding makes garbage), reads of ppprof's Arrow files at 400,
+// and so does an input that cannot be sniffed (the read says why).
+func TestReadGCPercent(t *testing.T) {
+	fr := t.TempDir()
+	if _, _, err := frdump.Write(fr, frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 2}, Layers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	arrow := t.TempDir()
+	if _, stderr, code := ppprof(t, "simulate", "--stages", "2", "--microbatches", "2", "-o", filepath.Join(arrow, "t.arrow")); code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		paths []string
+		want  int
+	}{
+		{[]string{fr}, 100},
+		{[]string{filepath.Join(fr, "_dump_0")}, 100},
+		{[]string{arrow}, 400},
+		{[]string{filepath.Join(t.TempDir(), "missing")}, 400},
+	} {
+		if got := readGCPercent(tc.paths); got != tc.want {
+			t.Errorf("%v: GOGC %d, want %d", tc.paths, got, tc.want)
+		}
+	}
 }
