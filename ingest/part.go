@@ -139,10 +139,7 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 		pending[i] = 1 + uint8(b2u(s.sends[k]))
 	}
 	t := &trace.Trace{Meta: meta}
-	// Room for the pending ops too: resolveParts appends them once their
-	// peers are known (growing every column of every part then was 5.5 s
-	// of one core for 16384 Flight Recorder dumps).
-	t.Grow(len(s.rows))
+	t.Grow(len(s.rows) - len(s.pending))
 	var pend []pendingP2P
 	seq := int64(0)
 	last := trace.Rank(-1)
