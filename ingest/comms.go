@@ -79,9 +79,6 @@ func (c *Comms) merge(o *Comms) {
 	}
 }
 
-// parseRankList reads "[0, 1, 2]" (as Kineto and the Flight Recorder
-// write group ranks) or a JSON array. A list cut short by the profiler
-// ("[0, 1, ...]") or anything else malformed gives nil.
 // rankLists parses each rank list once: every rank's Flight Recorder dump
 // lists the groups it is in, the job-wide one with every rank, so the
 // dumps of a job of n ranks hold n lists of n ranks (16384 dumps of a
@@ -115,6 +112,9 @@ func (l *rankLists) parse(s string) []trace.Rank {
 	return r
 }
 
+// parseRankList reads "[0, 1, 2]" (as Kineto and the Flight Recorder
+// write group ranks) or a JSON array. A list cut short by the profiler
+// ("[0, 1, ...]") or anything else malformed gives nil.
 func parseRankList(s string) []trace.Rank {
 	s = strings.TrimSpace(s)
 	if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") || strings.Contains(s, "...") {
