@@ -38,6 +38,7 @@ type part struct {
 type pendingP2P struct {
 	ev   trace.Event // Kind is KindInvalid while the direction is unknown, Peer NoRank while the peer is
 	send bool        // a send (else a receive)
+	row  int         // its row in the part's trace: there as it was read, completed or dropped by resolveParts
 }
 
 // warnf adds a warning about the part's file.
@@ -108,8 +109,11 @@ func (s *rowSet) addPending(e trace.Event, send bool) {
 }
 
 // finish numbers the rows 0, 1, 2... per rank in issue-time order (start,
-// then end break ties, then the order added) and splits them into the
-// trace and the pending list.
+// then end break ties, then the order added) and makes them the trace, in
+// that order; the pending ones are listed too, with their rows, for
+// resolveParts to complete (or drop) in place. (Appended once completed,
+// they had to be sorted back into place, every part copied again: 3.4 s
+// of CPU for 4096 Flight Recorder dumps.)
 func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 	idx := make([]int, len(s.rows))
 	for i := range idx {
@@ -139,7 +143,7 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 		pending[i] = 1 + uint8(b2u(s.sends[k]))
 	}
 	t := &trace.Trace{Meta: meta}
-	t.Grow(len(s.rows) - len(s.pending))
+	t.Grow(len(s.rows))
 	var pend []pendingP2P
 	seq := int64(0)
 	last := trace.Rank(-1)
@@ -151,8 +155,7 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 		e.Seq = seq
 		seq++
 		if pending[i] != 0 {
-			pend = append(pend, pendingP2P{ev: e, send: pending[i] == 2})
-			continue
+			pend = append(pend, pendingP2P{ev: e, send: pending[i] == 2, row: t.Len()})
 		}
 		t.Append(e)
 	}

@@ -92,6 +92,13 @@ func resolveParts(parts []*part) {
 	send, recv := trace.MustKind("SEND"), trace.MustKind("RECV")
 	for _, p := range parts {
 		var byAdjacency, byStages, ambiguous, offPipeline, noPeer, noPlace int
+		var drop []bool // pending rows not read
+		skip := func(row int) {
+			if drop == nil {
+				drop = make([]bool, p.t.Len())
+			}
+			drop[row] = true
+		}
 		for _, q := range p.pending {
 			e := q.ev
 			n := stages[e.Pipeline]
@@ -100,6 +107,7 @@ func resolveParts(parts []*part) {
 				pp, ok := places[e.Peer]
 				if !ok {
 					noPlace++
+					skip(q.row)
 					continue
 				}
 				if pp.pipe != e.Pipeline || n < 2 || pp.stage == e.Stage {
@@ -146,12 +154,17 @@ func resolveParts(parts []*part) {
 				}
 				if !ok || r == e.Rank {
 					noPeer++
+					skip(q.row)
 					continue
 				}
 				e.Peer = r
 				byAdjacency++
 			}
-			p.t.Append(e)
+			// Its row, completed where it lies (its Seq places it).
+			p.t.Kind[q.row], p.t.Peer[q.row], p.t.Pipeline[q.row] = e.Kind, e.Peer, e.Pipeline
+		}
+		if drop != nil {
+			p.t.DropRows(drop)
 		}
 		p.pending = nil
 		if byAdjacency > 0 {
