@@ -166,7 +166,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	}
 
 	if len(entries) > 0 {
-		if id, ok := asInt(entries[0].record); ok && id > 0 {
+		if r := entries[0].record; r.ok && r.v > 0 {
 			side.wrapped = true
 		}
 	}
@@ -175,7 +175,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	p2pUse := map[string]int{}
 	for i := range entries {
 		e := &entries[i]
-		if b, _ := e.isP2P.(bool); b || strings.Contains(asString(e.name), "send") || strings.Contains(asString(e.name), "recv") {
+		if e.isP2P || strings.Contains(e.name, "send") || strings.Contains(e.name, "recv") {
 			g, _ := e.group()
 			p2pUse[g]++
 		}
@@ -227,7 +227,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	lastShape := ""
 	for i := range entries {
 		e := &entries[i]
-		name := asString(e.name)
+		name := e.name
 		nk, ok := names[name]
 		if !ok {
 			nk.kind, nk.p2p, nk.skip, nk.known = collectiveKind(name)
@@ -246,16 +246,16 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		group, _ := e.group()
 		ev := trace.Event{Rank: rank, Stage: stage, TPRank: tp, Step: 0, MicroBatch: trace.NoMicroBatch,
 			Peer: trace.NoRank, Group: group, GroupSeq: trace.NoGroupSeq, Kind: kind}
-		created, ok := asInt(e.created)
-		if !ok {
+		created := e.created.v
+		if !e.created.ok {
 			unknownTime++
 			continue
 		}
 		ev.IssueNs, ev.StartNs, ev.EndNs = created, trace.NoTime, trace.NoTime
-		state := asString(e.state)
+		state := e.state
 		states[state]++
-		started, hasStart := asInt(e.started)
-		completed, hasEnd := asInt(e.completed)
+		started, hasStart := e.started.v, e.started.ok
+		completed, hasEnd := e.completed.v, e.completed.ok
 		switch state {
 		case "started":
 			ev.StartNs = created
@@ -272,18 +272,16 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 				ev.EndNs = completed
 			}
 		}
-		sizes, dtypes := asList(e.sizes), asList(e.dtypes)
-		for j, s := range sizes {
-			dims := intList(s)
+		for j := range e.nsizes {
 			if j == 0 {
 				// Entries mostly repeat the last shape.
-				if !slices.Equal(dims, lastDims) {
+				if dims := e.dims0; !slices.Equal(dims, lastDims) {
 					lastDims, lastShape = dims, shapeString(dims)
 				}
 				ev.Shape = lastShape
 			}
-			if j < len(dtypes) {
-				ds := asString(dtypes[j])
+			if j < len(e.dtypes) {
+				ds := e.dtypes[j]
 				dt, ok := dtypeOf[ds]
 				if !ok {
 					dt.short, dt.size = normDtype(ds)
@@ -293,20 +291,20 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 				if j == 0 {
 					ev.Dtype = short
 				}
-				if n := elems(dims); n >= 0 && size > 0 {
+				if n := e.nelems[j]; n >= 0 && size > 0 {
 					ev.Bytes += n * size
 				}
 			}
 		}
 		if !p2p {
-			if s, ok := asInt(e.cseq); ok && s >= 0 {
-				ev.GroupSeq = s
+			if s := e.cseq; s.ok && s.v >= 0 {
+				ev.GroupSeq = s.v
 			}
 			rows.add(ev)
 			continue
 		}
-		if s, ok := asInt(e.pseq); ok && s >= 0 {
-			ev.GroupSeq = s
+		if s := e.pseq; s.ok && s.v >= 0 {
+			ev.GroupSeq = s.v
 		}
 		send := nk.send
 		if peer, ok := nk.peer, nk.peerOK; ok {
@@ -337,53 +335,145 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	return p, nil
 }
 
-// frEntry is what readFlightRecorder reads of an entry: the plain values
-// of those keys (nil when absent), from a decoded dict (entryOf) or
-// decoded straight into it (fastPickle, in its Flight Recorder mode).
+// frEntry is what readFlightRecorder reads of an entry, converted as it
+// reads the plain values (asString, asInt, asList): the same fields
+// whether the entry was decoded straight into them (loadFRPickle's entry
+// decoder) or from a dict (entryOf).
 type frEntry struct {
-	name, pg, pgID, isP2P, created, state, started, completed, sizes, dtypes, cseq, pseq, record any
+	name, state string // profiling_name, state (asString)
+	// process_group as a list (tuple): its length and its first two items
+	// (asString); pg_id (asString).
+	pgN      int
+	pg0, pg1 string
+	pgID     string
+	isP2P    bool // is_p2p, when a bool
+	// time_created_ns, time_discovered_started_ns,
+	// time_discovered_completed_ns, collective_seq_id, p2p_seq_id,
+	// record_id (asInt).
+	created, started, completed, cseq, pseq, record frInt
+	// input_sizes: how many items (asList), the integers of the first
+	// (intList), and elems of each item's integers; input_dtypes: asString
+	// of each item. nil when empty.
+	nsizes int
+	dims0  []int64
+	nelems []int64
+	dtypes []string
 }
 
-// set sets the field of key k to v; other keys are not read.
+// frInt is what asInt makes of a value.
+type frInt struct {
+	v  int64
+	ok bool
+}
+
+func toFRInt(v any) frInt {
+	n, ok := asInt(v)
+	return frInt{n, ok}
+}
+
+// set sets the field of key k from the plain value v; other keys are not
+// read.
 func (e *frEntry) set(k string, v any) {
 	switch k {
 	case "profiling_name":
-		e.name = v
+		e.name = asString(v)
 	case "process_group":
-		e.pg = v
+		l := asList(v)
+		e.pgN, e.pg0, e.pg1 = len(l), "", ""
+		if len(l) > 0 {
+			e.pg0 = asString(l[0])
+		}
+		if len(l) > 1 {
+			e.pg1 = asString(l[1])
+		}
 	case "pg_id":
-		e.pgID = v
+		e.pgID = asString(v)
 	case "is_p2p":
-		e.isP2P = v
+		e.isP2P, _ = v.(bool)
 	case "time_created_ns":
-		e.created = v
+		e.created = toFRInt(v)
 	case "state":
-		e.state = v
+		e.state = asString(v)
 	case "time_discovered_started_ns":
-		e.started = v
+		e.started = toFRInt(v)
 	case "time_discovered_completed_ns":
-		e.completed = v
+		e.completed = toFRInt(v)
 	case "input_sizes":
-		e.sizes = v
+		l := asList(v)
+		e.nsizes, e.dims0, e.nelems = len(l), nil, nil
+		for j, x := range l {
+			dims := intList(x)
+			if j == 0 {
+				e.dims0 = dims
+			}
+			e.nelems = append(e.nelems, elems(dims))
+		}
 	case "input_dtypes":
-		e.dtypes = v
+		e.dtypes = nil
+		for _, x := range asList(v) {
+			e.dtypes = append(e.dtypes, asString(x))
+		}
 	case "collective_seq_id":
-		e.cseq = v
+		e.cseq = toFRInt(v)
 	case "p2p_seq_id":
-		e.pseq = v
+		e.pseq = toFRInt(v)
 	case "record_id":
-		e.record = v
+		e.record = toFRInt(v)
 	}
 }
 
 // frEntryKey reports whether set keeps the value of key k.
-func frEntryKey(k string) bool {
+func frEntryKey(k string) bool { return fieldOf(k) > 0 }
+
+// The fields of frEntry, as fieldOf numbers them.
+const (
+	fName int8 = 1 + iota
+	fPG
+	fPGID
+	fP2P
+	fCreated
+	fState
+	fStarted
+	fCompleted
+	fSizes
+	fDtypes
+	fCSeq
+	fPSeq
+	fRecord
+)
+
+// fieldOf returns the field set sets for key k, -1 for a key it does not
+// read.
+func fieldOf(k string) int8 {
 	switch k {
-	case "profiling_name", "process_group", "pg_id", "is_p2p", "time_created_ns", "state", "time_discovered_started_ns",
-		"time_discovered_completed_ns", "input_sizes", "input_dtypes", "collective_seq_id", "p2p_seq_id", "record_id":
-		return true
+	case "profiling_name":
+		return fName
+	case "process_group":
+		return fPG
+	case "pg_id":
+		return fPGID
+	case "is_p2p":
+		return fP2P
+	case "time_created_ns":
+		return fCreated
+	case "state":
+		return fState
+	case "time_discovered_started_ns":
+		return fStarted
+	case "time_discovered_completed_ns":
+		return fCompleted
+	case "input_sizes":
+		return fSizes
+	case "input_dtypes":
+		return fDtypes
+	case "collective_seq_id":
+		return fCSeq
+	case "p2p_seq_id":
+		return fPSeq
+	case "record_id":
+		return fRecord
 	}
-	return false
+	return -1
 }
 
 // entryOf is the frEntry of a decoded entry dict.
@@ -397,14 +487,13 @@ func entryOf(m map[string]any) frEntry {
 
 // group returns an entry's group name and description.
 func (e *frEntry) group() (string, string) {
-	pg := asList(e.pg)
-	if len(pg) >= 2 {
-		return asString(pg[0]), asString(pg[1])
+	switch {
+	case e.pgN >= 2:
+		return e.pg0, e.pg1
+	case e.pgN == 1:
+		return e.pg0, ""
 	}
-	if len(pg) == 1 {
-		return asString(pg[0]), ""
-	}
-	return asString(e.pgID), ""
+	return e.pgID, ""
 }
 
 // pickGroup returns the name of the group (holding rank) whose description

@@ -41,7 +41,7 @@ func fastPickle(data []byte) (v any, ok bool) {
 // takes no opcode checkPickle refuses, and checks every length it reads),
 // so the gate's walk is needed only for what it gives up on.
 func loadFRPickle(data []byte) (any, error) {
-	d := pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true}
+	d := newFRDecoder(data)
 	if v, ok := d.run(); ok {
 		return v, nil
 	}
@@ -49,6 +49,11 @@ func loadFRPickle(data []byte) (any, error) {
 		return nil, err
 	}
 	return slowPickle(data)
+}
+
+// newFRDecoder is loadFRPickle's decoder of data.
+func newFRDecoder(data []byte) *pickleDecoder {
+	return &pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true}
 }
 
 // inEntries reports whether a dict pushed now is an entry of the top-level
@@ -96,6 +101,7 @@ type pickleDecoder struct {
 	budget  int64
 	fr      bool   // entries decoded into frEntry (loadFRPickle)
 	entries *plist // the entries list, once an entry was pushed
+	ed      entryDec
 }
 
 // vsize is the depth of a value's tree (0: a scalar; an overestimate by
@@ -379,6 +385,12 @@ func (d *pickleDecoder) put(i int) bool {
 		d.memo[i] = memoContainer{}
 	case nil:
 		d.memo[i] = pnone{}
+	case string:
+		if d.fr { // with its index for the entry decoder (mget)
+			d.memo[i] = memoStr{v, int32(d.ed.str(v))}
+			break
+		}
+		d.memo[i] = v
 	default:
 		d.memo[i] = v
 	}
@@ -396,6 +408,8 @@ func (d *pickleDecoder) get(i int) bool {
 		d.push(nil, scalar)
 	case memoTuple:
 		d.push(v.v, v.vsize)
+	case memoStr:
+		d.push(v.s, scalar)
 	default:
 		d.push(v, scalar)
 	}
@@ -532,7 +546,9 @@ func (d *pickleDecoder) run() (any, bool) {
 		case '}': // EMPTY_DICT
 			if d.fr && d.inEntries() {
 				d.entries = d.stack[d.marks[1]-1].(*plist)
-				d.push(&frEntry{}, scalar)
+				if !d.entry() {
+					d.push(&frEntry{}, scalar)
+				}
 				break
 			}
 			if d.skipping() {

@@ -1,0 +1,788 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+)
+
+// The entry decoder: loadFRPickle's path for one entry dict of a Flight
+// Recorder dump, laid out as torch's pickler and Python's write it
+// (EMPTY_DICT, MARK, keys and values, SETITEMS). It decodes the values
+// onto a small typed stack of its own (no interface boxing, no map, no
+// list per value), sets the frEntry's fields from those readFlightRecorder
+// reads, and keeps of the others only what the generic path would check
+// of them (their sizes, their memo slots). On the dumps of a 4096-rank
+// job the general decoder spent most of its time allocating and boxing
+// (docs/performance.md, "Flight Recorder dumps of a fleet").
+//
+// It takes a subset of what the general decoder (run) takes; on anything
+// else (a dict that is kept, a memoized tuple used again, a key that is
+// not a string, POP, nesting past 16 marks, ...) it puts back what it did
+// (the read position, the memo slots it set) and run decodes the entry as
+// before. When it decodes an entry, the frEntry, the memo, the sizes and
+// the read position are what run would make of it: the tests check it
+// against the generic path on every fixture and under the fuzzer
+// (TestFRPickle, FuzzFastPickle, TestEntrySetMatchesSet).
+
+// mkind is the kind of a value on the entry decoder's stack.
+type mkind uint8
+
+const (
+	mNone mkind = iota
+	mBool
+	mInt
+	mFloat
+	mStr
+	mList  // a list (or, when skip, a skipped container that takes APPENDs)
+	mTuple // a tuple
+	mDict  // a skipped dict (dicts that are kept are not taken)
+)
+
+// mval is a value on the entry decoder's stack. It holds no pointer (a
+// string is an index in entryDec.strTab), so that moving it costs no
+// write barrier while a collection runs.
+type mval struct {
+	kind mkind
+	// skip: what run pushes as skipV or a *skippedC (a number or container
+	// under a key readFlightRecorder does not read): never kept.
+	skip bool
+	b    bool
+	// An integer; a float's bits; a string's index in strTab.
+	i  int64
+	sz vsize
+	// The items of a list or tuple that is kept: entryDec.kids[a:a+n].
+	a, n int32
+}
+
+// memoStr is a string in the memo, with its index in strTab.
+type memoStr struct {
+	s   string
+	idx int32
+}
+
+// maxEntryMarks bounds the marks the entry decoder takes in an entry.
+const maxEntryMarks = 16
+
+// memoUndo is a memo slot the entry decoder set, and what it held.
+type memoUndo struct {
+	i int
+	v any
+}
+
+// entryDec is the entry decoder's scratch, reused from entry to entry,
+// and the memory the entries' fields are cut from.
+type entryDec struct {
+	st    []mval
+	marks []int // positions in st; marks[0] is the entry's, at 0
+	kids  []mval
+	undo  []memoUndo
+	slab  []frEntry
+	ints  []int64
+	strs  []string
+	// The strings of the decoder's values, and for each the field of
+	// frEntry it names as a key (fieldOf; 0 until looked up).
+	strTab []string
+	field  []int8
+	done   int // entries decoded here (not by run)
+}
+
+// str returns the index in strTab of a new string.
+func (x *entryDec) str(s string) int64 {
+	x.strTab = append(x.strTab, s)
+	x.field = append(x.field, 0)
+	return int64(len(x.strTab) - 1)
+}
+
+// keyField returns the frEntry field (fieldOf) of the string at index i,
+// looked up once per string.
+func (x *entryDec) keyField(i int64) int8 {
+	f := x.field[i]
+	if f == 0 {
+		f = fieldOf(x.strTab[i])
+		x.field[i] = f
+	}
+	return f
+}
+
+// entry decodes the entry dict whose EMPTY_DICT was just read, and pushes
+// it; false, with nothing changed, when run must decode it instead.
+func (d *pickleDecoder) entry() bool {
+	x := &d.ed
+	start, memoLen := d.pos, len(d.memo)
+	x.st, x.marks, x.kids, x.undo = x.st[:0], x.marks[:0], x.kids[:0], x.undo[:0]
+	if len(x.slab) == cap(x.slab) {
+		x.slab = make([]frEntry, 0, 256)
+	}
+	x.slab = x.slab[:len(x.slab)+1]
+	e := &x.slab[len(x.slab)-1]
+	*e = frEntry{}
+	if sz, ok := d.entryOps(e); ok {
+		d.push(e, sz)
+		x.done++
+		return true
+	}
+	x.slab = x.slab[:len(x.slab)-1]
+	for i := len(x.undo) - 1; i >= 0; i-- {
+		d.memo[x.undo[i].i] = x.undo[i].v
+	}
+	clear(d.memo[memoLen:])
+	d.memo = d.memo[:memoLen]
+	d.pos = start
+	return false
+}
+
+// entryOps reads the entry's opcodes, up to its SETITEMS, and returns the
+// entry's size; ok false where run must decode it.
+func (d *pickleDecoder) entryOps(e *frEntry) (vsize, bool) {
+	x := &d.ed
+	data := d.data
+	// The dict may be memoized before its MARK.
+	for {
+		if d.pos >= len(data) {
+			return vsize{}, false
+		}
+		op := data[d.pos]
+		d.pos++
+		if op == '(' {
+			break
+		}
+		switch op {
+		case 0x95:
+			if !d.frameOp() {
+				return vsize{}, false
+			}
+		case 'q', 'r', 0x94:
+			i, ok := d.memoIndex(op)
+			if !ok || !d.mset(i, memoContainer{}) {
+				return vsize{}, false
+			}
+		default:
+			return vsize{}, false
+		}
+	}
+	x.marks = append(x.marks, 0)
+	for d.pos < len(data) {
+		op := data[d.pos]
+		d.pos++
+		switch op {
+		case 0x95:
+			if !d.frameOp() {
+				return vsize{}, false
+			}
+		case '(':
+			if len(x.marks) >= maxEntryMarks {
+				return vsize{}, false
+			}
+			x.marks = append(x.marks, len(x.st))
+		case 'N':
+			x.push(mNone, false, false, 0)
+		case 0x88, 0x89:
+			x.push(mBool, false, op == 0x88, 0)
+		case 'K', 'M', 'J', 0x8a:
+			n, ok := d.intOp(op)
+			if !ok {
+				return vsize{}, false
+			}
+			x.push(mInt, d.mskipping(), false, n)
+		case 'G':
+			b, ok := d.arg(8)
+			if !ok {
+				return vsize{}, false
+			}
+			f := binary.BigEndian.Uint64(b)
+			x.push(mFloat, d.mskipping(), false, int64(f))
+		case 'X', 0x8c, 0x8d:
+			s, ok := d.strOp(op)
+			if !ok {
+				return vsize{}, false
+			}
+			x.push(mStr, false, false, x.str(s))
+		case 'q', 'r', 0x94:
+			i, ok := d.memoIndex(op)
+			if !ok || !d.mput(i) {
+				return vsize{}, false
+			}
+		case 'h', 'j':
+			var i int
+			if op == 'h' {
+				b, ok := d.arg(1)
+				if !ok {
+					return vsize{}, false
+				}
+				i = int(b[0])
+			} else {
+				b, ok := d.arg(4)
+				if !ok {
+					return vsize{}, false
+				}
+				i = int(binary.LittleEndian.Uint32(b))
+			}
+			if !d.mget(i) {
+				return vsize{}, false
+			}
+		case '}':
+			if !d.mskipping() {
+				return vsize{}, false // a dict that is kept: run's
+			}
+			x.push(mDict, true, false, 0)
+		case ']':
+			x.push(mList, d.mskipping(), false, 0)
+		case ')':
+			x.push(mTuple, false, false, 0)
+		case 0x85, 0x86, 0x87: // TUPLE1, TUPLE2, TUPLE3
+			n := int(op-0x85) + 1
+			if d.mframe() < n || !d.mcontainer(mTuple, len(x.st)-n) {
+				return vsize{}, false
+			}
+		case 't', 'l', 'd': // from the mark
+			if len(x.marks) < 2 {
+				return vsize{}, false
+			}
+			m := x.marks[len(x.marks)-1]
+			x.marks = x.marks[:len(x.marks)-1]
+			k := mTuple
+			switch op {
+			case 'l':
+				k = mList
+			case 'd':
+				k = mDict
+			}
+			if !d.mcontainer(k, m) {
+				return vsize{}, false
+			}
+		case 'e', 'u': // APPENDS, SETITEMS
+			m := x.marks[len(x.marks)-1]
+			if len(x.marks) == 1 {
+				if op == 'e' {
+					return vsize{}, false
+				}
+				return d.setEntryItems(e)
+			}
+			at := m - 1
+			if at < 0 || x.marks[len(x.marks)-2] > at || !d.maddTo(at, op == 'u', m) {
+				return vsize{}, false
+			}
+			x.marks = x.marks[:len(x.marks)-1]
+		case 'a', 's': // APPEND, SETITEM
+			n := 1
+			if op == 's' {
+				n = 2
+			}
+			at := len(x.st) - n - 1
+			if d.mframe() < n+1 || !d.maddTo(at, op == 's', at+1) {
+				return vsize{}, false
+			}
+		default:
+			return vsize{}, false
+		}
+	}
+	return vsize{}, false
+}
+
+// setEntryItems is the entry's SETITEMS: its keys and values set into e.
+func (d *pickleDecoder) setEntryItems(e *frEntry) (vsize, bool) {
+	x := &d.ed
+	items := x.st
+	if len(items)%2 != 0 {
+		return vsize{}, false
+	}
+	sz := sizeOf(items)
+	esz := vsize{max(0, sz.h+1), 1 + sz.n}
+	if esz.h > maxPlainDepth || esz.n > d.budget {
+		return vsize{}, false
+	}
+	for i := 0; i < len(items); i += 2 {
+		k, v := &items[i], &items[i+1]
+		if k.kind != mStr {
+			return vsize{}, false
+		}
+		if f := x.keyField(k.i); f > 0 {
+			if v.skip {
+				return vsize{}, false
+			}
+			d.setMini(e, f, v)
+		}
+	}
+	x.st = x.st[:0]
+	return esz, true
+}
+
+// frameOp is FRAME: framing only (its size within the data).
+func (d *pickleDecoder) frameOp() bool {
+	b, ok := d.arg(8)
+	return ok && binary.LittleEndian.Uint64(b) <= uint64(len(d.data)-d.pos)
+}
+
+// intOp reads the argument of BININT1, BININT2, BININT or LONG1 (up to 8
+// bytes), as run does.
+func (d *pickleDecoder) intOp(op byte) (int64, bool) {
+	switch op {
+	case 'K':
+		b, ok := d.arg(1)
+		if !ok {
+			return 0, false
+		}
+		return int64(b[0]), true
+	case 'M':
+		b, ok := d.arg(2)
+		if !ok {
+			return 0, false
+		}
+		return int64(binary.LittleEndian.Uint16(b)), true
+	case 'J':
+		b, ok := d.arg(4)
+		if !ok {
+			return 0, false
+		}
+		return int64(int32(binary.LittleEndian.Uint32(b))), true
+	}
+	b, ok := d.arg(1)
+	if !ok || b[0] == 0 || b[0] > 8 {
+		return 0, false
+	}
+	n := int(b[0])
+	if b, ok = d.arg(n); !ok {
+		return 0, false
+	}
+	var ux uint64
+	for i := n - 1; i >= 0; i-- {
+		ux = ux<<8 | uint64(b[i])
+	}
+	if shift := 64 - 8*uint(n); b[n-1]&0x80 != 0 {
+		ux |= ^uint64(0) << (64 - shift)
+	}
+	return int64(ux), true
+}
+
+// strOp reads the argument of BINUNICODE, SHORT_BINUNICODE or
+// BINUNICODE8.
+func (d *pickleDecoder) strOp(op byte) (string, bool) {
+	w := 4
+	switch op {
+	case 0x8c:
+		w = 1
+	case 0x8d:
+		w = 8
+	}
+	b, ok := d.arg(w)
+	if !ok {
+		return "", false
+	}
+	var n uint64
+	switch w {
+	case 1:
+		n = uint64(b[0])
+	case 4:
+		n = uint64(binary.LittleEndian.Uint32(b))
+	default:
+		n = binary.LittleEndian.Uint64(b)
+	}
+	if n > uint64(len(d.data)-d.pos) {
+		return "", false
+	}
+	s, _ := d.arg(int(n))
+	return string(s), true
+}
+
+// memoIndex reads the slot of BINPUT, LONG_BINPUT or MEMOIZE.
+func (d *pickleDecoder) memoIndex(op byte) (int, bool) {
+	switch op {
+	case 'q':
+		b, ok := d.arg(1)
+		if !ok {
+			return 0, false
+		}
+		return int(b[0]), true
+	case 'r':
+		b, ok := d.arg(4)
+		if !ok {
+			return 0, false
+		}
+		return int(binary.LittleEndian.Uint32(b)), true
+	}
+	return len(d.memo), true
+}
+
+// mset sets memo slot i to v, as put does, noting what it held.
+func (d *pickleDecoder) mset(i int, v any) bool {
+	if i < 0 || i > len(d.data) {
+		return false
+	}
+	for len(d.memo) <= i {
+		d.memo = append(d.memo, nil)
+	}
+	d.ed.undo = append(d.ed.undo, memoUndo{i, d.memo[i]})
+	d.memo[i] = v
+	return true
+}
+
+// mframe is frame on the entry decoder's stack.
+func (d *pickleDecoder) mframe() int {
+	return len(d.ed.st) - d.ed.marks[len(d.ed.marks)-1]
+}
+
+// mskipping is skipping on the entry decoder's stack: below its innermost
+// mark lies the entry (mark 0) or a value of the stack.
+func (d *pickleDecoder) mskipping() bool {
+	x := &d.ed
+	m := x.marks[len(x.marks)-1]
+	if m == 0 {
+		if len(x.st)%2 == 0 {
+			return false
+		}
+		k := &x.st[len(x.st)-1]
+		return k.kind == mStr && x.keyField(k.i) < 0
+	}
+	v := &x.st[m-1]
+	return v.skip && (v.kind == mList || v.kind == mDict)
+}
+
+// mput is put of the top value.
+func (d *pickleDecoder) mput(i int) bool {
+	x := &d.ed
+	if d.mframe() == 0 {
+		return false
+	}
+	v := &x.st[len(x.st)-1]
+	var mv any
+	switch {
+	case v.skip || v.kind == mList || v.kind == mDict:
+		mv = memoContainer{}
+	case v.kind == mTuple:
+		mv = memoTuple{d.toAny(v).([]any), v.sz}
+	case v.kind == mNone:
+		mv = pnone{}
+	case v.kind == mStr:
+		mv = memoStr{x.strTab[v.i], int32(v.i)}
+	default:
+		mv = d.toAny(v)
+	}
+	return d.mset(i, mv)
+}
+
+// mget is get: what run pushes of memo slot i (a memoized tuple is run's).
+func (d *pickleDecoder) mget(i int) bool {
+	if i < 0 || i >= len(d.memo) {
+		return false
+	}
+	x := &d.ed
+	switch m := d.memo[i].(type) {
+	case pnone:
+		x.push(mNone, false, false, 0)
+	case memoStr:
+		x.push(mStr, false, false, int64(m.idx))
+	case string:
+		x.push(mStr, false, false, x.str(m))
+	case int:
+		x.push(mInt, false, false, int64(m))
+	case bool:
+		x.push(mBool, false, m, 0)
+	case float64:
+		x.push(mFloat, false, false, int64(math.Float64bits(m)))
+	case memoTuple: // Python's pickler memoizes tuples (torch's does not)
+		a := len(x.kids)
+		if !x.plainKids(m.v) {
+			x.kids = x.kids[:a]
+			return false
+		}
+		c := x.slot()
+		c.kind, c.skip, c.b, c.i = mTuple, false, false, 0
+		c.sz = m.vsize
+		c.a, c.n = int32(a), int32(len(m.v))
+	default:
+		return false
+	}
+	return true
+}
+
+// plainKids adds the values of a memoized tuple to kids (lists and tuples
+// inside it as tuples: both are []any once taken); false for a dict.
+func (x *entryDec) plainKids(items []any) bool {
+	a := len(x.kids)
+	x.kids = append(x.kids, make([]mval, len(items))...)
+	for j, it := range items {
+		v := mval{sz: scalar}
+		switch m := it.(type) {
+		case nil:
+			v.kind = mNone
+		case string:
+			v.kind, v.i = mStr, x.str(m)
+		case int:
+			v.kind, v.i = mInt, int64(m)
+		case bool:
+			v.kind, v.b = mBool, m
+		case float64:
+			v.kind, v.i = mFloat, int64(math.Float64bits(m))
+		case []any:
+			v.kind, v.a, v.n = mTuple, int32(len(x.kids)), int32(len(m))
+			if !x.plainKids(m) {
+				return false
+			}
+		default:
+			return false
+		}
+		x.kids[a+j] = v
+	}
+	return true
+}
+
+// push pushes a scalar of kind k: its integer, float's bits or string's
+// index i. The fields are stored in place (a value built elsewhere and
+// copied in would be read back in wider loads than it was stored with,
+// which stalls).
+func (x *entryDec) push(k mkind, skip, b bool, i int64) {
+	v := x.slot()
+	v.kind, v.skip, v.b, v.i = k, skip, b, i
+	v.sz = scalar
+	v.a, v.n = 0, 0
+}
+
+// slot adds a value to the stack and returns it, its fields unset.
+func (x *entryDec) slot() *mval {
+	n := len(x.st)
+	if n == cap(x.st) {
+		x.st = append(x.st, mval{})
+	}
+	x.st = x.st[:n+1]
+	return &x.st[n]
+}
+
+// sizeOf is the greatest depth and the total count of items.
+func sizeOf(items []mval) vsize {
+	var sz vsize
+	for i := range items {
+		sz.h = max(sz.h, items[i].sz.h)
+		sz.n += items[i].sz.n
+	}
+	return sz
+}
+
+// mcontainer replaces the values from st[from] on with a container of
+// kind k holding them (TUPLEn, or TUPLE, LIST or DICT from the mark), as
+// run does.
+func (d *pickleDecoder) mcontainer(k mkind, from int) bool {
+	x := &d.ed
+	items := x.st[from:]
+	sz := sizeOf(items)
+	x.st = x.st[:from]
+	csz := vsize{max(0, sz.h+1), 1 + sz.n}
+	if csz.h > maxPlainDepth || csz.n > d.budget {
+		return false
+	}
+	kind, skip, a, n := k, false, int32(0), int32(0)
+	switch {
+	case d.mskipping():
+		if k == mDict && len(items)%2 != 0 {
+			return false
+		}
+		skip = true
+		if k == mTuple {
+			kind = mList // run's skipList
+		}
+	case k == mDict || hasMSkip(items):
+		return false
+	default:
+		a, n = int32(len(x.kids)), int32(len(items))
+		x.kids = append(x.kids, items...)
+	}
+	c := x.slot()
+	c.kind, c.skip, c.b, c.i = kind, skip, false, 0
+	c.sz = csz
+	c.a, c.n = a, n
+	return true
+}
+
+func hasMSkip(items []mval) bool {
+	for i := range items {
+		if items[i].skip {
+			return true
+		}
+	}
+	return false
+}
+
+// maddTo adds st[from:] to the container st[at] (APPENDS, SETITEMS,
+// APPEND, SETITEM), as run's grow and addTo do, and drops them.
+func (d *pickleDecoder) maddTo(at int, dict bool, from int) bool {
+	x := &d.ed
+	if at < 0 || at >= len(x.st) {
+		return false
+	}
+	items := x.st[from:]
+	sz := sizeOf(items)
+	c := &x.st[at]
+	c.sz.h = max(c.sz.h, sz.h+1)
+	c.sz.n += sz.n
+	if c.sz.h > maxPlainDepth || c.sz.n > d.budget {
+		return false
+	}
+	switch {
+	case c.skip && (c.kind == mList || c.kind == mDict):
+		if (c.kind == mDict) != dict || dict && len(items)%2 != 0 {
+			return false
+		}
+	case c.kind == mList && !dict:
+		if hasMSkip(items) || c.n > 0 && int(c.a+c.n) != len(x.kids) {
+			return false
+		}
+		if c.n == 0 {
+			c.a = int32(len(x.kids))
+		}
+		c.n += int32(len(items))
+		x.kids = append(x.kids, items...)
+	default:
+		return false
+	}
+	x.st = x.st[:from]
+	return true
+}
+
+// toAny is the plain value run makes of v (v not skipped).
+func (d *pickleDecoder) toAny(v *mval) any {
+	switch v.kind {
+	case mBool:
+		return v.b
+	case mInt:
+		return int(v.i)
+	case mFloat:
+		return math.Float64frombits(uint64(v.i))
+	case mStr:
+		return d.ed.strTab[v.i]
+	case mList, mTuple:
+		l := make([]any, v.n)
+		for j := range l {
+			l[j] = d.toAny(&d.ed.kids[v.a+int32(j)])
+		}
+		return l
+	}
+	return nil
+}
+
+// mString is asString of v's plain value.
+func (d *pickleDecoder) mString(v *mval) string {
+	switch v.kind {
+	case mStr:
+		return d.ed.strTab[v.i]
+	case mInt:
+		return strconv.FormatInt(v.i, 10)
+	case mFloat:
+		return asString(math.Float64frombits(uint64(v.i)))
+	}
+	return ""
+}
+
+// mInt is asInt of v's plain value.
+func (d *pickleDecoder) mInt(v *mval) frInt {
+	switch v.kind {
+	case mInt:
+		return frInt{v.i, true}
+	case mStr:
+		return toFRInt(d.ed.strTab[v.i])
+	case mFloat:
+		return toFRInt(math.Float64frombits(uint64(v.i)))
+	}
+	return frInt{}
+}
+
+// items returns the items of a list or tuple, nil for anything else.
+func (d *pickleDecoder) items(v *mval) []mval {
+	if v.kind != mList && v.kind != mTuple {
+		return nil
+	}
+	return d.ed.kids[v.a : v.a+v.n]
+}
+
+// setMini is e.set(k, the plain value of v), without making that value:
+// the fields are cut from the decoder's memory.
+func (d *pickleDecoder) setMini(e *frEntry, f int8, v *mval) {
+	switch f {
+	case fName:
+		e.name = d.mString(v)
+	case fState:
+		e.state = d.mString(v)
+	case fPGID:
+		e.pgID = d.mString(v)
+	case fPG:
+		l := d.items(v)
+		e.pgN, e.pg0, e.pg1 = len(l), "", ""
+		if len(l) > 0 {
+			e.pg0 = d.mString(&l[0])
+		}
+		if len(l) > 1 {
+			e.pg1 = d.mString(&l[1])
+		}
+	case fP2P:
+		e.isP2P = v.kind == mBool && v.b
+	case fCreated:
+		e.created = d.mInt(v)
+	case fStarted:
+		e.started = d.mInt(v)
+	case fCompleted:
+		e.completed = d.mInt(v)
+	case fCSeq:
+		e.cseq = d.mInt(v)
+	case fPSeq:
+		e.pseq = d.mInt(v)
+	case fRecord:
+		e.record = d.mInt(v)
+	case fSizes:
+		l := d.items(v)
+		e.nsizes, e.dims0, e.nelems = len(l), nil, nil
+		if len(l) == 0 {
+			return
+		}
+		e.nelems = d.ed.cutInts(len(l))
+		for j := range l {
+			dims := d.ed.cutInts(len(d.items(&l[j])))
+			n := 0
+			for _, x := range d.items(&l[j]) {
+				if y := d.mInt(&x); y.ok {
+					dims[n] = y.v
+					n++
+				}
+			}
+			dims = dims[:n:n]
+			if n == 0 {
+				dims = nil
+			}
+			if j == 0 {
+				e.dims0 = dims
+			}
+			e.nelems[j] = elems(dims)
+		}
+	case fDtypes:
+		l := d.items(v)
+		e.dtypes = nil
+		if len(l) == 0 {
+			return
+		}
+		e.dtypes = d.ed.cutStrs(len(l))
+		for j := range l {
+			e.dtypes[j] = d.mString(&l[j])
+		}
+	}
+}
+
+// cutInts returns n int64s of the decoder's memory (nil for none).
+func (x *entryDec) cutInts(n int) []int64 {
+	if n == 0 {
+		return nil
+	}
+	if cap(x.ints)-len(x.ints) < n {
+		x.ints = make([]int64, 0, max(4096, n))
+	}
+	s := x.ints[len(x.ints) : len(x.ints)+n : len(x.ints)+n]
+	x.ints = x.ints[:len(x.ints)+n]
+	return s
+}
+
+// cutStrs returns n strings of the decoder's memory.
+func (x *entryDec) cutStrs(n int) []string {
+	if cap(x.strs)-len(x.strs) < n {
+		x.strs = make([]string, 0, max(1024, n))
+	}
+	s := x.strs[len(x.strs) : len(x.strs)+n : len(x.strs)+n]
+	x.strs = x.strs[:len(x.strs)+n]
+	return s
+}
