@@ -153,13 +153,14 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		status[name] = st
 	}
 	raw := asList(root["entries"])
-	entries := make([]frEntry, len(raw))
+	entries := make([]*frEntry, len(raw))
 	for i, v := range raw {
 		switch x := v.(type) {
-		case *frEntry: // decoded straight into the fields read (fastPickle)
-			entries[i] = *x
+		case *frEntry: // decoded straight into the fields read (loadFRPickle)
+			entries[i] = x
 		case map[string]any:
-			entries[i] = entryOf(x)
+			e := entryOf(x)
+			entries[i] = &e
 		default:
 			return nil, fmt.Errorf("entry %d: not a dict", i)
 		}
@@ -174,7 +175,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	// 2. The pipeline and TP groups.
 	p2pUse := map[string]int{}
 	for i := range entries {
-		e := &entries[i]
+		e := entries[i]
 		if e.isP2P || strings.Contains(e.name, "send") || strings.Contains(e.name, "recv") {
 			g, _ := e.group()
 			p2pUse[g]++
@@ -226,7 +227,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	var lastDims []int64
 	lastShape := ""
 	for i := range entries {
-		e := &entries[i]
+		e := entries[i]
 		name := e.name
 		nk, ok := names[name]
 		if !ok {

@@ -29,7 +29,8 @@ import (
 type mkind uint8
 
 const (
-	mNone mkind = iota
+	mUnset mkind = iota // in entryDec.mm: see the memo itself
+	mNone
 	mBool
 	mInt
 	mFloat
@@ -66,8 +67,9 @@ const maxEntryMarks = 16
 
 // memoUndo is a memo slot the entry decoder set, and what it held.
 type memoUndo struct {
-	i int
-	v any
+	i  int
+	v  any
+	mv mval
 }
 
 // entryDec is the entry decoder's scratch, reused from entry to entry,
@@ -84,6 +86,8 @@ type entryDec struct {
 	// frEntry it names as a key (fieldOf; 0 until looked up).
 	strTab []string
 	field  []int8
+	// mm mirrors the memo (of a decoder with fr set) without pointers.
+	mm []mval
 	done   int // entries decoded here (not by run)
 }
 
@@ -124,10 +128,11 @@ func (d *pickleDecoder) entry() bool {
 	}
 	x.slab = x.slab[:len(x.slab)-1]
 	for i := len(x.undo) - 1; i >= 0; i-- {
-		d.memo[x.undo[i].i] = x.undo[i].v
+		u := &x.undo[i]
+		d.memo[u.i], x.mm[u.i] = u.v, u.mv
 	}
 	clear(d.memo[memoLen:])
-	d.memo = d.memo[:memoLen]
+	d.memo, x.mm = d.memo[:memoLen], x.mm[:memoLen]
 	d.pos = start
 	return false
 }
@@ -412,9 +417,41 @@ func (d *pickleDecoder) mset(i int, v any) bool {
 	for len(d.memo) <= i {
 		d.memo = append(d.memo, nil)
 	}
-	d.ed.undo = append(d.ed.undo, memoUndo{i, d.memo[i]})
+	x := &d.ed
+	x.grow(len(d.memo))
+	x.undo = append(x.undo, memoUndo{i, d.memo[i], x.mm[i]})
 	d.memo[i] = v
+	x.mirror(i, v)
 	return true
+}
+
+// grow makes mm n long, as the memo is.
+func (x *entryDec) grow(n int) {
+	for len(x.mm) < n {
+		x.mm = append(x.mm, mval{})
+	}
+}
+
+// mirror sets mm[i] from memo slot i's new value v: the value mget
+// pushes, or mUnset where mget must look at the memo (a container, which
+// it refuses, or a tuple).
+func (x *entryDec) mirror(i int, v any) {
+	mv := &x.mm[i]
+	*mv = mval{sz: scalar}
+	switch m := v.(type) {
+	case pnone:
+		mv.kind = mNone
+	case memoStr:
+		mv.kind, mv.i = mStr, int64(m.idx)
+	case int:
+		mv.kind, mv.i = mInt, int64(m)
+	case bool:
+		mv.kind, mv.b = mBool, m
+	case float64:
+		mv.kind, mv.i = mFloat, int64(math.Float64bits(m))
+	default:
+		mv.kind = mUnset
+	}
 }
 
 // mframe is frame on the entry decoder's stack.
@@ -467,6 +504,13 @@ func (d *pickleDecoder) mget(i int) bool {
 		return false
 	}
 	x := &d.ed
+	if i < len(x.mm) && x.mm[i].kind != mUnset {
+		m, v := &x.mm[i], x.slot()
+		v.kind, v.skip, v.b, v.i = m.kind, false, m.b, m.i
+		v.sz = scalar
+		v.a, v.n = 0, 0
+		return true
+	}
 	switch m := d.memo[i].(type) {
 	case pnone:
 		x.push(mNone, false, false, 0)

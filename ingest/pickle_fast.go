@@ -394,6 +394,10 @@ func (d *pickleDecoder) put(i int) bool {
 	default:
 		d.memo[i] = v
 	}
+	if d.fr {
+		d.ed.grow(len(d.memo))
+		d.ed.mirror(i, d.memo[i])
+	}
 	return true
 }
 
