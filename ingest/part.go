@@ -147,6 +147,7 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 	var pend []pendingP2P
 	seq := int64(0)
 	last := trace.Rank(-1)
+	var strs trace.InternCache
 	for _, i := range idx {
 		e := s.rows[i]
 		if e.Rank != last {
@@ -157,7 +158,7 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 		if pending[i] != 0 {
 			pend = append(pend, pendingP2P{ev: e, send: pending[i] == 2, row: t.Len()})
 		}
-		t.Append(e)
+		t.AppendCached(e, &strs)
 	}
 	return t, pend
 }

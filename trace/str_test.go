@@ -3,6 +3,7 @@ package trace
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"unsafe"
@@ -72,5 +73,26 @@ func TestStr(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { InternBytes([]byte("4096x1x8192")) }); n != 0 {
 		t.Errorf("InternBytes of a known string allocates %v times", n)
+	}
+}
+
+// TestAppendCached: rows appended through an InternCache are the rows
+// Append makes, whatever the order of repeated, new and empty strings.
+func TestAppendCached(t *testing.T) {
+	strs := []string{"", "[4096, 5120]", "bf16", "pp0", "[4096, 5120]", "", "fp32", "pp0", "pp1"}
+	var a, b Trace
+	var c InternCache
+	for i := range 500 {
+		e := Event{Rank: Rank(i % 7), Kind: SendF, Seq: int64(i), Shape: strs[i%len(strs)], Dtype: strs[(i/3)%len(strs)], Group: strs[(i*5/7)%len(strs)]}
+		a.Append(e)
+		b.AppendCached(e, &c)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("AppendCached made other rows than Append")
+	}
+	for i := range a.Len() {
+		if a.At(i) != b.At(i) {
+			t.Fatalf("row %d: %+v, Append's %+v", i, b.At(i), a.At(i))
+		}
 	}
 }

@@ -100,6 +100,32 @@ func grow[T any](s []T, n int) []T {
 
 // Append adds one event as the last row.
 func (t *Trace) Append(e Event) {
+	t.appendRow(e, Intern(e.Shape), Intern(e.Dtype), Intern(e.Group))
+}
+
+// InternCache remembers the last string of each string column a caller
+// appended and its id: rows mostly repeat the last row's shape, dtype and
+// group, and Intern takes a lock that every core reading a trace shares.
+type InternCache struct{ shape, dtype, group lastStr }
+
+type lastStr struct {
+	s  string
+	id Str
+}
+
+func (c *lastStr) intern(s string) Str {
+	if s != c.s {
+		c.s, c.id = s, Intern(s)
+	}
+	return c.id
+}
+
+// AppendCached is Append, with c looking up the strings.
+func (t *Trace) AppendCached(e Event, c *InternCache) {
+	t.appendRow(e, c.shape.intern(e.Shape), c.dtype.intern(e.Dtype), c.group.intern(e.Group))
+}
+
+func (t *Trace) appendRow(e Event, shape, dtype, group Str) {
 	t.Rank = append(t.Rank, e.Rank)
 	t.Pipeline = append(t.Pipeline, e.Pipeline)
 	t.Stage = append(t.Stage, e.Stage)
@@ -114,12 +140,12 @@ func (t *Trace) Append(e Event) {
 	t.EndNs = append(t.EndNs, e.EndNs)
 	t.Peer = append(t.Peer, e.Peer)
 	t.Bytes = append(t.Bytes, e.Bytes)
-	t.Shape = append(t.Shape, Intern(e.Shape))
-	t.Dtype = append(t.Dtype, Intern(e.Dtype))
+	t.Shape = append(t.Shape, shape)
+	t.Dtype = append(t.Dtype, dtype)
 	t.Tokens = append(t.Tokens, e.Tokens)
 	t.Flops = append(t.Flops, e.Flops)
 	t.MemBytes = append(t.MemBytes, e.MemBytes)
-	t.Group = append(t.Group, Intern(e.Group))
+	t.Group = append(t.Group, group)
 	t.GroupSeq = append(t.GroupSeq, e.GroupSeq)
 }
 
