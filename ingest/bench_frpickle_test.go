@@ -13,7 +13,8 @@ import (
 // entries (frdump: PP 16 x TP 8, 4 TP collectives of each kind a compute
 // op) three ways: loadFRPickle (entries straight into their fields),
 // fastPickle (plain data) and the generic path (gopickle, then plain
-// data); it reports entries/s.
+// data); "read" is the whole reader of the dump (loadFRPickle, then the
+// trace's rows). It reports entries/s.
 func BenchmarkFRPickle(b *testing.B) {
 	dir := b.TempDir()
 	c := frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: 16, TP: 8, MicroBatches: 32, Steps: 2, P2PLatencyUs: 20}, Layers: 4, Entries: 2000}
@@ -30,6 +31,9 @@ func BenchmarkFRPickle(b *testing.B) {
 	}{
 		{"fr", loadFRPickle},
 		{"plain", loadPickle},
+		{"read", func(d []byte) (any, error) { // the whole reader: decoded, then rows
+			return readFlightRecorder("_dump_40", d, false, nil)
+		}},
 		{"generic", func(d []byte) (any, error) {
 			if err := checkPickle(d); err != nil {
 				return nil, err

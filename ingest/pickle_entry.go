@@ -116,16 +116,16 @@ func (d *pickleDecoder) entry() bool {
 	start, memoLen := d.pos, len(d.memo)
 	x.st, x.marks, x.kids, x.undo = x.st[:0], x.marks[:0], x.kids[:0], x.undo[:0]
 	if len(x.slab) == cap(x.slab) {
-		x.slab = make([]frEntry, 0, 256)
+		x.slab = make([]frEntry, 0, 64)
 	}
 	x.slab = x.slab[:len(x.slab)+1]
-	e := &x.slab[len(x.slab)-1]
-	*e = frEntry{}
+	e := &x.slab[len(x.slab)-1] // zero: fresh, or cleared when given back
 	if sz, ok := d.entryOps(e); ok {
 		d.push(e, sz)
 		x.done++
 		return true
 	}
+	*e = frEntry{}
 	x.slab = x.slab[:len(x.slab)-1]
 	for i := len(x.undo) - 1; i >= 0; i-- {
 		u := &x.undo[i]
