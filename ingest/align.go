@@ -71,18 +71,13 @@ const allPairsDomains = 16
 // pair them, and Open drops them.
 func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *windowDrop) {
 	// 1. Domains.
-	domainOf := map[trace.Rank]int{}
 	var doms []*part
 	for _, p := range parts {
-		if !p.external || len(p.info.Ranks) == 0 {
-			continue
-		}
-		d := len(doms)
-		doms = append(doms, p)
-		for _, r := range p.info.Ranks {
-			domainOf[r] = d
+		if p.external && len(p.info.Ranks) > 0 {
+			doms = append(doms, p)
 		}
 	}
+	domainOf := newRankDomains(doms)
 	if len(doms) < 2 {
 		return nil, nil, windowDrops(t, parts, nil)
 	}
@@ -117,7 +112,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 			if !t.Kind[i].IsCollective() || t.Group[i] == 0 || t.EndNs[i] == trace.NoTime {
 				continue
 			}
-			d, ok := domainOf[t.Rank[i]]
+			d, ok := domainOf.get(t.Rank[i])
 			if !ok {
 				continue
 			}
@@ -252,7 +247,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	}
 
 	drops := windowDrops(t, parts, func(r trace.Rank) int64 {
-		if d, ok := domainOf[r]; ok {
+		if d, ok := domainOf.get(r); ok {
 			return x[d]
 		}
 		return 0
@@ -274,8 +269,8 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	}
 	sends, recvs := p2pChannels(t, dropped)
 	for k, ss := range sends {
-		da, okA := domainOf[k.src]
-		db, okB := domainOf[k.dst]
+		da, okA := domainOf.get(k.src)
+		db, okB := domainOf.get(k.dst)
 		if !okA || !okB || da == db {
 			continue
 		}
@@ -347,7 +342,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		out[d].OffsetNs = x[d]
 	}
 	for i := 0; i < t.Len(); i++ {
-		d, ok := domainOf[t.Rank[i]]
+		d, ok := domainOf.get(t.Rank[i])
 		if !ok || x[d] == 0 {
 			continue
 		}
@@ -373,6 +368,56 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		warns = append(warns, Warning{Path: doms[d].info.Path, Message: msg + ")"})
 	}
 	return out, warns, drops
+}
+
+// rankDomains is the clock domain (the index of its part in doms) of each
+// rank: an array by rank (looked up for every row), or a map when the
+// ranks are too sparse for one.
+type rankDomains struct {
+	arr []int32 // -1: none
+	m   map[trace.Rank]int
+}
+
+// maxDenseRank bounds the array of rankDomains (16 MiB).
+const maxDenseRank = 1 << 22
+
+func newRankDomains(doms []*part) rankDomains {
+	top, bottom := trace.Rank(-1), trace.Rank(0)
+	for _, p := range doms {
+		for _, r := range p.info.Ranks {
+			top, bottom = max(top, r), min(bottom, r)
+		}
+	}
+	var rd rankDomains
+	if top < maxDenseRank && bottom >= 0 {
+		rd.arr = make([]int32, top+1)
+		for i := range rd.arr {
+			rd.arr[i] = -1
+		}
+	} else {
+		rd.m = map[trace.Rank]int{}
+	}
+	for d, p := range doms {
+		for _, r := range p.info.Ranks {
+			if rd.m != nil {
+				rd.m[r] = d
+			} else {
+				rd.arr[r] = int32(d)
+			}
+		}
+	}
+	return rd
+}
+
+func (rd *rankDomains) get(r trace.Rank) (int, bool) {
+	if rd.m != nil {
+		d, ok := rd.m[r]
+		return d, ok
+	}
+	if r < 0 || int(r) >= len(rd.arr) || rd.arr[r] < 0 {
+		return 0, false
+	}
+	return int(rd.arr[r]), true
 }
 
 // chanKey is a P2P channel: the sends of src to dst, the receives of dst

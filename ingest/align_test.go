@@ -51,3 +51,39 @@ func TestAlignClocksManyFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestRankDomains: the domain of every rank, by array (dense ranks) and by
+// map (a rank past maxDenseRank, or below 0), is the last part's that
+// lists it; ranks no part lists have none.
+func TestRankDomains(t *testing.T) {
+	for _, extra := range []trace.Rank{0, maxDenseRank + 5, -3} {
+		var doms []*part
+		want := map[trace.Rank]int{}
+		for d := range 6 {
+			p := &part{}
+			for r := trace.Rank(d * 3); r < trace.Rank(d*3+4); r++ { // overlapping: the last part wins
+				p.info.Ranks = append(p.info.Ranks, r)
+				want[r] = d
+			}
+			doms = append(doms, p)
+		}
+		if extra != 0 {
+			doms[2].info.Ranks = append(doms[2].info.Ranks, extra)
+			want[extra] = 2
+		}
+		rd := newRankDomains(doms)
+		if (rd.m == nil) != (extra == 0) {
+			t.Errorf("extra rank %d: map %v", extra, rd.m != nil)
+		}
+		for r := trace.Rank(-5); r < 40; r++ {
+			d, ok := rd.get(r)
+			wd, wok := want[r]
+			if ok != wok || d != wd {
+				t.Errorf("extra rank %d: rank %d in domain %d (%v), want %d (%v)", extra, r, d, ok, wd, wok)
+			}
+		}
+		if d, ok := rd.get(extra); extra != 0 && (!ok || d != 2) {
+			t.Errorf("rank %d in domain %d (%v), want 2", extra, d, ok)
+		}
+	}
+}
