@@ -90,7 +90,10 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		}
 		root = asMap(v)
 	} else {
-		v, err := loadFRPickle(data)
+		v, ed, err := decodeFR(data)
+		if ed != nil {
+			defer ed.release() // the entries are read by then
+		}
 		if err != nil {
 			return nil, err
 		}

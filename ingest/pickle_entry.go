@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+	"sync"
 )
 
 // The entry decoder: loadFRPickle's path for one entry dict of a Flight
@@ -79,9 +80,9 @@ type entryDec struct {
 	marks []int // positions in st; marks[0] is the entry's, at 0
 	kids  []mval
 	undo  []memoUndo
-	slab  []frEntry
-	ints  []int64
-	strs  []string
+	slab  arena[frEntry]
+	ints  arena[int64]
+	strs  arena[string]
 	// The strings of the decoder's values, and for each the field of
 	// frEntry it names as a key (fieldOf; 0 until looked up).
 	strTab []string
@@ -112,21 +113,17 @@ func (x *entryDec) keyField(i int64) int8 {
 // entry decodes the entry dict whose EMPTY_DICT was just read, and pushes
 // it; false, with nothing changed, when run must decode it instead.
 func (d *pickleDecoder) entry() bool {
-	x := &d.ed
+	x := d.ed
 	start, memoLen := d.pos, len(d.memo)
 	x.st, x.marks, x.kids, x.undo = x.st[:0], x.marks[:0], x.kids[:0], x.undo[:0]
-	if len(x.slab) == cap(x.slab) {
-		x.slab = make([]frEntry, 0, 64)
-	}
-	x.slab = x.slab[:len(x.slab)+1]
-	e := &x.slab[len(x.slab)-1] // zero: fresh, or cleared when given back
+	e := &x.slab.cut(1)[0] // zero: fresh, cleared for reuse, or when given back
 	if sz, ok := d.entryOps(e); ok {
 		d.push(e, sz)
 		x.done++
 		return true
 	}
 	*e = frEntry{}
-	x.slab = x.slab[:len(x.slab)-1]
+	x.slab.uncut(1)
 	for i := len(x.undo) - 1; i >= 0; i-- {
 		u := &x.undo[i]
 		d.memo[u.i], x.mm[u.i] = u.v, u.mv
@@ -140,7 +137,7 @@ func (d *pickleDecoder) entry() bool {
 // entryOps reads the entry's opcodes, up to its SETITEMS, and returns the
 // entry's size; ok false where run must decode it.
 func (d *pickleDecoder) entryOps(e *frEntry) (vsize, bool) {
-	x := &d.ed
+	x := d.ed
 	data := d.data
 	// The dict may be memoized before its MARK.
 	for {
@@ -287,7 +284,7 @@ func (d *pickleDecoder) entryOps(e *frEntry) (vsize, bool) {
 
 // setEntryItems is the entry's SETITEMS: its keys and values set into e.
 func (d *pickleDecoder) setEntryItems(e *frEntry) (vsize, bool) {
-	x := &d.ed
+	x := d.ed
 	items := x.st
 	if len(items)%2 != 0 {
 		return vsize{}, false
@@ -417,7 +414,7 @@ func (d *pickleDecoder) mset(i int, v any) bool {
 	for len(d.memo) <= i {
 		d.memo = append(d.memo, nil)
 	}
-	x := &d.ed
+	x := d.ed
 	x.grow(len(d.memo))
 	x.undo = append(x.undo, memoUndo{i, d.memo[i], x.mm[i]})
 	d.memo[i] = v
@@ -462,7 +459,7 @@ func (d *pickleDecoder) mframe() int {
 // mskipping is skipping on the entry decoder's stack: below its innermost
 // mark lies the entry (mark 0) or a value of the stack.
 func (d *pickleDecoder) mskipping() bool {
-	x := &d.ed
+	x := d.ed
 	m := x.marks[len(x.marks)-1]
 	if m == 0 {
 		if len(x.st)%2 == 0 {
@@ -477,7 +474,7 @@ func (d *pickleDecoder) mskipping() bool {
 
 // mput is put of the top value.
 func (d *pickleDecoder) mput(i int) bool {
-	x := &d.ed
+	x := d.ed
 	if d.mframe() == 0 {
 		return false
 	}
@@ -503,7 +500,7 @@ func (d *pickleDecoder) mget(i int) bool {
 	if i < 0 || i >= len(d.memo) {
 		return false
 	}
-	x := &d.ed
+	x := d.ed
 	if i < len(x.mm) && x.mm[i].kind != mUnset {
 		m, v := &x.mm[i], x.slot()
 		v.kind, v.skip, v.b, v.i = m.kind, false, m.b, m.i
@@ -606,7 +603,7 @@ func sizeOf(items []mval) vsize {
 // kind k holding them (TUPLEn, or TUPLE, LIST or DICT from the mark), as
 // run does.
 func (d *pickleDecoder) mcontainer(k mkind, from int) bool {
-	x := &d.ed
+	x := d.ed
 	items := x.st[from:]
 	sz := sizeOf(items)
 	x.st = x.st[:from]
@@ -649,7 +646,7 @@ func hasMSkip(items []mval) bool {
 // maddTo adds st[from:] to the container st[at] (APPENDS, SETITEMS,
 // APPEND, SETITEM), as run's grow and addTo do, and drops them.
 func (d *pickleDecoder) maddTo(at int, dict bool, from int) bool {
-	x := &d.ed
+	x := d.ed
 	if at < 0 || at >= len(x.st) {
 		return false
 	}
@@ -813,20 +810,73 @@ func (x *entryDec) cutInts(n int) []int64 {
 	if n == 0 {
 		return nil
 	}
-	if cap(x.ints)-len(x.ints) < n {
-		x.ints = make([]int64, 0, max(4096, n))
-	}
-	s := x.ints[len(x.ints) : len(x.ints)+n : len(x.ints)+n]
-	x.ints = x.ints[:len(x.ints)+n]
-	return s
+	return x.ints.cut(n)
 }
 
 // cutStrs returns n strings of the decoder's memory.
-func (x *entryDec) cutStrs(n int) []string {
-	if cap(x.strs)-len(x.strs) < n {
-		x.strs = make([]string, 0, max(1024, n))
+func (x *entryDec) cutStrs(n int) []string { return x.strs.cut(n) }
+
+// arena hands out runs of T from chunks it keeps: reset hands them out
+// again (each chunk cleared first when zero is set), so that the next dump
+// a core decodes writes memory in its cache rather than fresh pages.
+type arena[T any] struct {
+	chunks [][]T // [0, k] in use; len(chunks[k]) handed out of it
+	k      int
+	size   int  // a chunk's length
+	zero   bool // what is handed out is zero
+}
+
+// cut returns the next n values (n at most size: a longer run gets memory
+// of its own).
+func (a *arena[T]) cut(n int) []T {
+	if n > a.size {
+		return make([]T, n)
 	}
-	s := x.strs[len(x.strs) : len(x.strs)+n : len(x.strs)+n]
-	x.strs = x.strs[:len(x.strs)+n]
-	return s
+	if len(a.chunks) == 0 || cap(a.chunks[a.k])-len(a.chunks[a.k]) < n {
+		if len(a.chunks) > 0 {
+			a.k++
+		}
+		if a.k == len(a.chunks) {
+			a.chunks = append(a.chunks, make([]T, 0, a.size))
+		} else if a.zero {
+			clear(a.chunks[a.k][:a.size])
+		}
+	}
+	c := a.chunks[a.k]
+	a.chunks[a.k] = c[:len(c)+n]
+	return c[len(c) : len(c)+n : len(c)+n]
+}
+
+// uncut gives back the last n values cut (from the current chunk).
+func (a *arena[T]) uncut(n int) {
+	a.chunks[a.k] = a.chunks[a.k][:len(a.chunks[a.k])-n]
+}
+
+// reset makes every chunk free again.
+func (a *arena[T]) reset() {
+	for i := range a.chunks[:min(a.k+1, len(a.chunks))] {
+		a.chunks[i] = a.chunks[i][:0]
+	}
+	if len(a.chunks) > 0 && a.zero {
+		clear(a.chunks[0][:a.size])
+	}
+	a.k = 0
+}
+
+// entryDecs are decoders' scratch and arenas, reused by the next dump
+// decoded (on any core) once a dump's entries are read (release).
+var entryDecs = sync.Pool{New: func() any {
+	return &entryDec{slab: arena[frEntry]{size: 64, zero: true}, ints: arena[int64]{size: 4096}, strs: arena[string]{size: 1024}}
+}}
+
+// release hands x back for another dump: nothing it handed out (entries,
+// their lists) may be used after.
+func (x *entryDec) release() {
+	x.slab.reset()
+	x.ints.reset()
+	x.strs.reset()
+	clear(x.strTab)
+	x.strTab, x.field, x.mm = x.strTab[:0], x.field[:0], x.mm[:0]
+	x.done = 0
+	entryDecs.Put(x)
 }

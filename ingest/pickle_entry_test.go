@@ -205,3 +205,97 @@ func TestEntrySetMatchesSet(t *testing.T) {
 		t.Error("fieldOf of a key not read")
 	}
 }
+
+// TestEntryDecoderReuse: a decoder's memory handed back (release) and
+// used for the next dump leaves nothing of the last dump's entries in the
+// next's: dumps of many keys and of few, decoded in turns through the
+// pool, are read as the generic path reads them.
+func TestEntryDecoderReuse(t *testing.T) {
+	rich, err := os.ReadFile("testdata/fr/proto4/_dump_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, _, err := frdump.Write(dir, frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: 4, TP: 2, MicroBatches: 8, Steps: 2}, Layers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	big, err := os.ReadFile(filepath.Join(dir, "_dump_3")) // more entries than a slab chunk
+	if err != nil {
+		t.Fatal(err)
+	}
+	sparse := []byte(frDump("}(" + u("time_created_ns") + "K\x05u}(" + u("state") + u("x") + "u"))
+	many := []byte(frDump(strings.Repeat("}("+u("time_created_ns")+"K\x05u", 300))) // past the first chunks
+	for _, data := range [][]byte{big, sparse, rich, big, many, sparse, sparse, big, rich, many, sparse} {
+		v, ed, err := decodeFR(data)
+		if err != nil || ed == nil {
+			t.Fatalf("decodeFR: %v (decoder %v)", err, ed != nil)
+		}
+		want, err := slowPickle(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ge, we := asList(asMap(v)["entries"]), asList(asMap(want)["entries"])
+		if len(ge) != len(we) {
+			t.Fatalf("%d entries, the generic path %d", len(ge), len(we))
+		}
+		for i := range ge {
+			if w := entryOf(asMap(we[i])); !reflect.DeepEqual(*ge[i].(*frEntry), w) {
+				t.Fatalf("entry %d: %+v, the generic path %+v", i, *ge[i].(*frEntry), w)
+			}
+		}
+		ed.release()
+	}
+}
+
+// TestArena: runs cut from an arena are disjoint and as long as asked;
+// after reset the same memory is handed out again, zero when zero is set;
+// uncut gives back the last run; a run past a chunk gets memory of its
+// own.
+func TestArena(t *testing.T) {
+	for _, zero := range []bool{false, true} {
+		a := arena[int64]{size: 8, zero: zero}
+		var runs [][]int64
+		for _, n := range []int{3, 5, 2, 8, 1} {
+			r := a.cut(n)
+			if len(r) != n || cap(r) != n {
+				t.Fatalf("cut(%d): len %d cap %d", n, len(r), cap(r))
+			}
+			for i := range r {
+				if r[i] != 0 {
+					t.Fatalf("fresh memory not zero")
+				}
+				r[i] = int64(len(runs) + 1)
+			}
+			runs = append(runs, r)
+		}
+		for k, r := range runs {
+			for _, v := range r {
+				if v != int64(k+1) {
+					t.Fatalf("run %d overwritten: %v", k, r)
+				}
+			}
+		}
+		if len(a.chunks) != 4 {
+			t.Errorf("%d chunks for runs of 3+5, 2, 8, 1", len(a.chunks))
+		}
+		a.uncut(1)
+		if r := a.cut(1); &r[0] != &runs[4][0] {
+			t.Error("uncut did not give back the last run")
+		}
+		if r := a.cut(9); len(r) != 9 || len(a.chunks) != 4 {
+			t.Error("a run past a chunk")
+		}
+		a.reset()
+		again := a.cut(3)
+		if &again[0] != &runs[0][0] {
+			t.Error("reset did not hand the first chunk out again")
+		}
+		if zero != (again[0] == 0) {
+			t.Errorf("zero %v: reused memory holds %d", zero, again[0])
+		}
+		a.cut(5)
+		if r := a.cut(2); &r[0] != &runs[2][0] || zero != (r[0] == 0) {
+			t.Errorf("zero %v: the second chunk reused %v", zero, &r[0] == &runs[2][0])
+		}
+	}
+}

@@ -41,19 +41,29 @@ func fastPickle(data []byte) (v any, ok bool) {
 // takes no opcode checkPickle refuses, and checks every length it reads),
 // so the gate's walk is needed only for what it gives up on.
 func loadFRPickle(data []byte) (any, error) {
+	v, _, err := decodeFR(data)
+	return v, err
+}
+
+// decodeFR is loadFRPickle, and the decoder's memory the entries are cut
+// from, to release once they are read (nil when the generic path decoded
+// data).
+func decodeFR(data []byte) (any, *entryDec, error) {
 	d := newFRDecoder(data)
 	if v, ok := d.run(); ok {
-		return v, nil
+		return v, d.ed, nil
 	}
+	d.ed.release()
 	if err := checkPickle(data); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return slowPickle(data)
+	v, err := slowPickle(data)
+	return v, nil, err
 }
 
 // newFRDecoder is loadFRPickle's decoder of data.
 func newFRDecoder(data []byte) *pickleDecoder {
-	return &pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true}
+	return &pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true, ed: entryDecs.Get().(*entryDec)}
 }
 
 // inEntries reports whether a dict pushed now is an entry of the top-level
@@ -101,7 +111,7 @@ type pickleDecoder struct {
 	budget  int64
 	fr      bool   // entries decoded into frEntry (loadFRPickle)
 	entries *plist // the entries list, once an entry was pushed
-	ed      entryDec
+	ed      *entryDec // with fr
 }
 
 // vsize is the depth of a value's tree (0: a scalar; an overestimate by
