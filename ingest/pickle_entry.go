@@ -88,8 +88,8 @@ type entryDec struct {
 	strTab []string
 	field  []int8
 	// mm mirrors the memo (of a decoder with fr set) without pointers.
-	mm []mval
-	done   int // entries decoded here (not by run)
+	mm   []mval
+	done int // entries decoded here (not by run)
 }
 
 // str returns the index in strTab of a new string.

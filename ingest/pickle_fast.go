@@ -109,8 +109,8 @@ type pickleDecoder struct {
 	// budget is the generic path's bound on the values it copies (each
 	// reference to a memoized tuple is copied again).
 	budget  int64
-	fr      bool   // entries decoded into frEntry (loadFRPickle)
-	entries *plist // the entries list, once an entry was pushed
+	fr      bool      // entries decoded into frEntry (loadFRPickle)
+	entries *plist    // the entries list, once an entry was pushed
 	ed      *entryDec // with fr
 }
 
