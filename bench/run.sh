@@ -103,16 +103,18 @@ if [ -n "$m" ]; then
     "$(awk -v x="$floor" 'BEGIN{printf "%.1fM P2P ops per CPU-second", x/1e6}')" \
     "$(awk -v x="$floor" -v y="$ops" 'BEGIN{printf "the labels, kinds and peers of every row summed, in the same runs: matching takes %.1fx that time", x/y}')"
 fi
-# Flight Recorder dumps: one rank's dump decoded three ways, then `ppprof
+# Flight Recorder dumps: one rank's dump decoded three ways and read
+# whole, then `ppprof
 # hang` (read whole) on every rank's dump of a hung 4096-rank job (8.2M
 # entries, 1.3 GB of pickles, written by the benchmark: about a minute).
 f=$(go test -run XXX -bench 'FRPickle' -cpu 1 -count "$RUNS" ./ingest/ 2>/dev/null | grep '^BenchmarkFRPickle' || true)
 if [ -n "$f" ]; then
-  for sub in fr plain generic; do
+  for sub in fr read plain generic; do
     eps=$(echo "$f" | awk -v b="BenchmarkFRPickle/$sub" '$1 == b {for(i=1;i<=NF;i++) if($(i+1)=="entries/s") print $i}' | median)
     [ -n "$eps" ] || continue
     case $sub in
       fr) what="entries decoded into the fields read (as ppprof reads dumps)";;
+      read) what="the whole reader of the dump: decoded, then the trace's rows";;
       plain) what="plain data, no gopickle (loadPickle)";;
       generic) what="gopickle, then plain data (the generic path)";;
     esac
