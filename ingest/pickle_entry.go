@@ -18,13 +18,14 @@ import (
 // (docs/performance.md, "Flight Recorder dumps of a fleet").
 //
 // It takes a subset of what the general decoder (run) takes; on anything
-// else (a dict that is kept, a memoized tuple used again, a key that is
+// else (a dict that is kept, a memoized tuple holding one, a key that is
 // not a string, POP, nesting past 16 marks, ...) it puts back what it did
 // (the read position, the memo slots it set) and run decodes the entry as
 // before. When it decodes an entry, the frEntry, the memo, the sizes and
 // the read position are what run would make of it: the tests check it
 // against the generic path on every fixture and under the fuzzer
-// (TestFRPickle, FuzzFastPickle, TestEntrySetMatchesSet).
+// (TestFRPickle, FuzzFastPickle, TestEntryDecoderCases,
+// TestEntrySetMatchesSet).
 
 // mkind is the kind of a value on the entry decoder's stack.
 type mkind uint8
