@@ -27,16 +27,29 @@ import (
 // lost its partner to its peer's ring too (a pair straddling the start of
 // the peer's dump), and is dropped, until the first two can be partners.
 func windowDrops(t *trace.Trace, parts []*part, off func(trace.Rank) int64) *windowDrop {
-	begin := map[trace.Rank]int64{} // ranks whose ring wrapped: when their dump begins
+	// The ranks whose ring wrapped, and when each one's dump begins
+	// (begin[wrapped.get(rank)]).
 	path := map[trace.Rank]string{}
+	var ranks []trace.Rank
 	for _, p := range parts {
 		if p.fr != nil && p.fr.wrapped {
-			begin[p.fr.rank] = trace.NoTime
+			if _, ok := path[p.fr.rank]; !ok {
+				ranks = append(ranks, p.fr.rank)
+			}
 			path[p.fr.rank] = p.info.Path
 		}
 	}
-	if len(begin) == 0 {
+	if len(ranks) == 0 {
 		return nil
+	}
+	wrapped := newRankIndex(func(add func(trace.Rank, int)) {
+		for k, r := range ranks {
+			add(r, k)
+		}
+	})
+	begin := make([]int64, len(ranks))
+	for k := range begin {
+		begin[k] = trace.NoTime
 	}
 	shift := func(r trace.Rank) int64 {
 		if off == nil {
@@ -45,14 +58,13 @@ func windowDrops(t *trace.Trace, parts []*part, off func(trace.Rank) int64) *win
 		return off(r)
 	}
 	for i := range t.Len() {
-		r := t.Rank[i]
-		if b, ok := begin[r]; ok && (b == trace.NoTime || t.IssueNs[i] < b) {
-			begin[r] = t.IssueNs[i]
+		if k, ok := wrapped.get(t.Rank[i]); ok && (begin[k] == trace.NoTime || t.IssueNs[i] < begin[k]) {
+			begin[k] = t.IssueNs[i]
 		}
 	}
-	for r, b := range begin {
-		if b != trace.NoTime {
-			begin[r] = b + shift(r)
+	for k, r := range ranks {
+		if begin[k] != trace.NoTime {
+			begin[k] += shift(r)
 		}
 	}
 	d := &windowDrop{rows: make([]bool, t.Len())}
@@ -63,7 +75,7 @@ func windowDrops(t *trace.Trace, parts []*part, off func(trace.Rank) int64) *win
 		if p < 0 || t.Kind[i].IsCollective() || t.EndNs[i] == trace.NoTime {
 			continue
 		}
-		if b, ok := begin[p]; ok && b != trace.NoTime && t.EndNs[i]+shift(t.Rank[i]) < b {
+		if k, ok := wrapped.get(p); ok && begin[k] != trace.NoTime && t.EndNs[i]+shift(t.Rank[i]) < begin[k] {
 			d.rows[i] = true
 			d.n++
 			peers[p] = true
@@ -87,8 +99,8 @@ func windowDrops(t *trace.Trace, parts []*part, off func(trace.Rank) int64) *win
 	}
 	for k, ss := range sends {
 		rs := recvs[k]
-		_, srcWrapped := begin[k.src]
-		_, dstWrapped := begin[k.dst]
+		_, srcWrapped := wrapped.get(k.src)
+		_, dstWrapped := wrapped.get(k.dst)
 		for len(ss) > 0 && len(rs) > 0 {
 			s, r := ss[0], rs[0]
 			se, re := t.EndNs[s], t.EndNs[r]
