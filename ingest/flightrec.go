@@ -211,7 +211,8 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		NCCL: asString(root["nccl_version"]), Entries: len(entries), PGStatus: status, StageFrom: stageFrom}}
 
 	// 3. Entries.
-	rows := rowSet{rows: make([]trace.Event, 0, len(entries))}
+	var rows rowSet
+	rows.grow(len(entries))
 	var noPeer, unknownTime int
 	unknown := counter{}
 	states := counter{}

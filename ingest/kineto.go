@@ -383,7 +383,7 @@ func readKinetoWith(path string, r io.Reader, opt kinetoOpts, decode func(io.Rea
 	if n := s.unmapped.total(); n > 0 {
 		p.warnf("annotations that no rule maps, not read: %s; map them with --map KIND=REGEXP", s.unmapped.summary())
 	}
-	if len(rows.rows) == 0 {
+	if rows.t.Len() == 0 {
 		p.warnf("nothing in the trace maps to pipeline events: no PP:<stage><action><mb> annotations, NCCL operations or --map matches")
 	}
 	p.t, p.pending = rows.finish(meta)
@@ -677,8 +677,8 @@ func (s *kinetoState) buildRows(p *part, rows *rowSet, base int64, rank trace.Ra
 		default:
 			pipe = int32(rank)
 		}
-		for i := range rows.rows {
-			rows.rows[i].Stage, rows.rows[i].Pipeline = stage, pipe
+		for i := range rows.t.Len() {
+			rows.t.Stage[i], rows.t.Pipeline[i] = stage, pipe
 		}
 	}
 	ruleSteps := false
@@ -686,7 +686,7 @@ func (s *kinetoState) buildRows(p *part, rows *rowSet, base int64, rank trace.Ra
 		ruleSteps = ruleSteps || x.a.m.hasStep
 	}
 	if len(s.steps) == 0 && !ruleSteps {
-		if n := stepsByRepetition(rows.rows); n > 1 {
+		if n := stepsByRepetition(&rows.t); n > 1 {
 			p.warnf("no ProfilerStep annotations: %d steps told apart by micro-batch ids repeating", n)
 		}
 	}
@@ -695,32 +695,31 @@ func (s *kinetoState) buildRows(p *part, rows *rowSet, base int64, rank trace.Ra
 // stepsByRepetition numbers steps, per rank in issue order, starting a new
 // step whenever a (kind, chunk, micro-batch) of a compute op repeats. It
 // returns the number of steps of the rank with the most.
-func stepsByRepetition(rows []trace.Event) int {
+func stepsByRepetition(t *trace.Trace) int {
 	type key struct {
 		k  trace.Kind
 		c  int32
 		mb trace.MicroBatch
 	}
 	byRank := map[trace.Rank][]int{}
-	for i := range rows {
-		byRank[rows[i].Rank] = append(byRank[rows[i].Rank], i)
+	for i, r := range t.Rank {
+		byRank[r] = append(byRank[r], i)
 	}
 	most := 0
 	for _, idx := range byRank {
-		sort.SliceStable(idx, func(a, b int) bool { return rows[idx[a]].IssueNs < rows[idx[b]].IssueNs })
+		sort.SliceStable(idx, func(a, b int) bool { return t.IssueNs[idx[a]] < t.IssueNs[idx[b]] })
 		seen := map[key]bool{}
 		step := int64(0)
 		for _, i := range idx {
-			e := &rows[i]
-			if e.Kind.IsCompute() && e.MicroBatch >= 0 {
-				k := key{e.Kind, e.Chunk, e.MicroBatch}
+			if t.Kind[i].IsCompute() && t.MicroBatch[i] >= 0 {
+				k := key{t.Kind[i], t.Chunk[i], t.MicroBatch[i]}
 				if seen[k] {
 					step++
 					clear(seen)
 				}
 				seen[k] = true
 			}
-			e.Step = step
+			t.Step[i] = step
 		}
 		most = max(most, int(step)+1)
 	}

@@ -3,6 +3,8 @@ package ingest
 import (
 	"errors"
 	"math/rand/v2"
+	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/ppprof/ppprof/trace"
@@ -131,6 +133,79 @@ func TestMergePartsOrders(t *testing.T) {
 		}
 		if d := mergeDiff(t, copies, parts); d != "" {
 			t.Fatalf("iteration %d, %d parts: %s", iter, len(parts), d)
+		}
+	}
+}
+
+// TestRowSetFinish: a rowSet's trace is its rows stably sorted by rank,
+// issue time and start time (null last), numbered per rank, with the
+// pending rows listed in row order, whether the rows came in order or
+// not (against a sort of the Events themselves).
+func TestRowSetFinish(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 200 {
+		n := rng.IntN(60)
+		inOrder := round%3 == 0
+		var evs []trace.Event
+		var pend []bool
+		var rs rowSet
+		for i := range n {
+			e := trace.Event{Rank: trace.Rank(rng.IntN(3)), Kind: trace.SendF, IssueNs: int64(rng.IntN(8)), StartNs: int64(rng.IntN(4)),
+				EndNs: trace.NoTime, Peer: trace.NoRank, Shape: []string{"", "[2]", "[4]"}[rng.IntN(3)], Group: "g", GroupSeq: int64(i), Tokens: int64(i)}
+			if inOrder {
+				e.Rank, e.IssueNs = trace.Rank(i/20), int64(i)
+			}
+			if rng.IntN(5) == 0 {
+				e.StartNs = trace.NoTime
+			}
+			p := rng.IntN(4) == 0
+			evs, pend = append(evs, e), append(pend, p)
+			if p {
+				rs.addPending(e, i%2 == 0)
+			} else {
+				rs.add(e)
+			}
+		}
+		got, gotPend := rs.finish(trace.Meta{PP: 3})
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(a, b int) bool {
+			x, y := evs[idx[a]], evs[idx[b]]
+			if x.Rank != y.Rank {
+				return x.Rank < y.Rank
+			}
+			if x.IssueNs != y.IssueNs {
+				return x.IssueNs < y.IssueNs
+			}
+			return timeLess(x.StartNs, y.StartNs)
+		})
+		want := &trace.Trace{Meta: trace.Meta{PP: 3}}
+		var wantPend []pendingP2P
+		seq, last := int64(0), trace.Rank(-1)
+		for _, i := range idx {
+			e := evs[i]
+			if e.Rank != last {
+				seq, last = 0, e.Rank
+			}
+			e.Seq = seq
+			seq++
+			if pend[i] {
+				wantPend = append(wantPend, pendingP2P{ev: e, send: i%2 == 0, row: want.Len()})
+			}
+			want.Append(e)
+		}
+		if got.Len() != want.Len() || !reflect.DeepEqual(got.Meta, want.Meta) {
+			t.Fatalf("round %d: %d rows (meta %+v), want %d", round, got.Len(), got.Meta, want.Len())
+		}
+		for i := range got.Len() {
+			if got.At(i) != want.At(i) {
+				t.Fatalf("round %d (in order %v): row %d %+v, want %+v", round, inOrder, i, got.At(i), want.At(i))
+			}
+		}
+		if !reflect.DeepEqual(gotPend, wantPend) {
+			t.Fatalf("round %d: pending %+v, want %+v", round, gotPend, wantPend)
 		}
 	}
 }

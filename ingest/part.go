@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -93,72 +95,97 @@ func (c counter) total() int {
 }
 
 // rowSet collects one file's rows before their seq numbers are known: rows
-// are ordered by issue time per rank, then numbered.
+// are ordered by issue time per rank, then numbered. They go into the
+// part's columns as they are added (no Event kept per row: 150 bytes a row
+// written and read again), and are sorted only when some row came out of
+// order.
 type rowSet struct {
-	rows    []trace.Event
-	pending []int // indices into rows of pending P2P rows
-	sends   []bool
+	t        trace.Trace
+	strs     trace.InternCache
+	unsorted bool  // some row was added before the one added last
+	pending  []int // rows of pending P2P rows, as added
+	sends    []bool
 }
 
-func (s *rowSet) add(e trace.Event) { s.rows = append(s.rows, e) }
+// grow makes room for n more rows.
+func (s *rowSet) grow(n int) { s.t.Grow(n) }
+
+func (s *rowSet) add(e trace.Event) {
+	if n := s.t.Len(); n > 0 && !s.unsorted {
+		s.unsorted = rowLess(e.Rank, e.IssueNs, e.StartNs, s.t.Rank[n-1], s.t.IssueNs[n-1], s.t.StartNs[n-1])
+	}
+	s.t.AppendCached(e, &s.strs)
+}
 
 func (s *rowSet) addPending(e trace.Event, send bool) {
-	s.pending = append(s.pending, len(s.rows))
+	s.pending = append(s.pending, s.t.Len())
 	s.sends = append(s.sends, send)
-	s.rows = append(s.rows, e)
+	s.add(e)
+}
+
+// rowLess orders rows by rank, then issue time, then start time (null
+// last).
+func rowLess(r1 trace.Rank, issue1, start1 int64, r2 trace.Rank, issue2, start2 int64) bool {
+	if r1 != r2 {
+		return r1 < r2
+	}
+	if issue1 != issue2 {
+		return issue1 < issue2
+	}
+	return timeLess(start1, start2)
 }
 
 // finish numbers the rows 0, 1, 2... per rank in issue-time order (start,
-// then end break ties, then the order added) and makes them the trace, in
-// that order; the pending ones are listed too, with their rows, for
-// resolveParts to complete (or drop) in place. (Appended once completed,
-// they had to be sorted back into place, every part copied again: 3.4 s
-// of CPU for 4096 Flight Recorder dumps.)
+// then the order added break ties) and makes them the trace, in that
+// order; the pending ones are listed too, in row order, with their rows,
+// for resolveParts to complete (or drop) in place. (Appended once
+// completed, they had to be sorted back into place, every part copied
+// again: 3.4 s of CPU for 4096 Flight Recorder dumps.)
 func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
-	idx := make([]int, len(s.rows))
-	for i := range idx {
-		idx[i] = i
-	}
-	less := func(x, y *trace.Event) bool {
-		if x.Rank != y.Rank {
-			return x.Rank < y.Rank
+	t := new(trace.Trace)
+	*t = s.t
+	s.t = trace.Trace{}
+	t.Meta = meta
+	n := t.Len()
+	rows := s.pending // the pending rows' rows in t
+	if s.unsorted {
+		// Rows are usually added in order (a Flight Recorder dump's
+		// entries are): the stable sort only when some row is out of it.
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
 		}
-		if x.IssueNs != y.IssueNs {
-			return x.IssueNs < y.IssueNs
+		sort.SliceStable(idx, func(a, b int) bool {
+			x, y := idx[a], idx[b]
+			return rowLess(t.Rank[x], t.IssueNs[x], t.StartNs[x], t.Rank[y], t.IssueNs[y], t.StartNs[y])
+		})
+		t = t.Permute(idx)
+		t.Meta = meta
+		at := make([]int, n) // at[added] = row
+		for k, i := range idx {
+			at[i] = k
 		}
-		return timeLess(x.StartNs, y.StartNs)
+		rows = make([]int, len(s.pending))
+		for k, i := range s.pending {
+			rows[k] = at[i]
+		}
 	}
-	// Rows are usually added in order (a Flight Recorder dump's entries
-	// are): the stable sort only when some row is out of it.
-	sorted := true
-	for i := 1; i < len(s.rows) && sorted; i++ {
-		sorted = !less(&s.rows[i], &s.rows[i-1])
-	}
-	if !sorted {
-		sort.SliceStable(idx, func(a, b int) bool { return less(&s.rows[idx[a]], &s.rows[idx[b]]) })
-	}
-	// Per row: 0 not pending, 1 a pending receive, 2 a pending send.
-	pending := make([]uint8, len(s.rows))
-	for k, i := range s.pending {
-		pending[i] = 1 + uint8(b2u(s.sends[k]))
-	}
-	t := &trace.Trace{Meta: meta}
-	t.Grow(len(s.rows))
-	var pend []pendingP2P
 	seq := int64(0)
 	last := trace.Rank(-1)
-	var strs trace.InternCache
-	for _, i := range idx {
-		e := s.rows[i]
-		if e.Rank != last {
-			seq, last = 0, e.Rank
+	for i, r := range t.Rank {
+		if r != last {
+			seq, last = 0, r
 		}
-		e.Seq = seq
+		t.Seq[i] = seq
 		seq++
-		if pending[i] != 0 {
-			pend = append(pend, pendingP2P{ev: e, send: pending[i] == 2, row: t.Len()})
-		}
-		t.AppendCached(e, &strs)
+	}
+	pend := make([]pendingP2P, len(rows))
+	for k, i := range rows {
+		pend[k] = pendingP2P{ev: t.At(i), send: s.sends[k], row: i}
+	}
+	slices.SortFunc(pend, func(a, b pendingP2P) int { return cmp.Compare(a.row, b.row) })
+	if len(pend) == 0 {
+		pend = nil
 	}
 	return t, pend
 }
