@@ -318,7 +318,7 @@ func (d *pickleDecoder) frameOp() bool {
 }
 
 // intOp reads the argument of BININT1, BININT2, BININT or LONG1 (up to 8
-// bytes), as run does.
+// bytes, sign-extended).
 func (d *pickleDecoder) intOp(op byte) (int64, bool) {
 	switch op {
 	case 'K':
@@ -359,7 +359,7 @@ func (d *pickleDecoder) intOp(op byte) (int64, bool) {
 }
 
 // strOp reads the argument of BINUNICODE, SHORT_BINUNICODE or
-// BINUNICODE8.
+// BINUNICODE8: the string, its length checked against the data.
 func (d *pickleDecoder) strOp(op byte) (string, bool) {
 	w := 4
 	switch op {

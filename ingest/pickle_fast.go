@@ -447,8 +447,7 @@ func (d *pickleDecoder) run() (any, bool) {
 				return nil, false
 			}
 		case 0x95: // FRAME: framing only (its size within the data, as checkPickle wants)
-			b, ok := d.arg(8)
-			if !ok || binary.LittleEndian.Uint64(b) > uint64(len(data)-d.pos) {
+			if !d.frameOp() {
 				return nil, false
 			}
 		case '(': // MARK
@@ -465,42 +464,12 @@ func (d *pickleDecoder) run() (any, bool) {
 			d.push(true, scalar)
 		case 0x89:
 			d.push(false, scalar)
-		case 'K': // BININT1
-			b, ok := d.arg(1)
+		case 'K', 'M', 'J', 0x8a: // BININT1, BININT2, BININT, LONG1 (up to 8 bytes: an int, as gopickle)
+			n, ok := d.intOp(op)
 			if !ok {
 				return nil, false
 			}
-			d.pushNum(int(b[0]))
-		case 'M': // BININT2
-			b, ok := d.arg(2)
-			if !ok {
-				return nil, false
-			}
-			d.pushNum(int(binary.LittleEndian.Uint16(b)))
-		case 'J': // BININT
-			b, ok := d.arg(4)
-			if !ok {
-				return nil, false
-			}
-			d.pushNum(int(int32(binary.LittleEndian.Uint32(b))))
-		case 0x8a: // LONG1, up to 8 bytes (as gopickle: an int)
-			b, ok := d.arg(1)
-			if !ok || b[0] == 0 || b[0] > 8 {
-				return nil, false
-			}
-			n := int(b[0])
-			b, ok = d.arg(n)
-			if !ok {
-				return nil, false
-			}
-			var ux uint64
-			for i := n - 1; i >= 0; i-- {
-				ux = ux<<8 | uint64(b[i])
-			}
-			if shift := 64 - 8*uint(n); b[n-1]&0x80 != 0 {
-				ux |= ^uint64(0) << (64 - shift) // sign-extend
-			}
-			d.pushNum(int(int64(ux)))
+			d.pushNum(int(n))
 		case 'G': // BINFLOAT
 			b, ok := d.arg(8)
 			if !ok {
@@ -508,43 +477,14 @@ func (d *pickleDecoder) run() (any, bool) {
 			}
 			d.pushNum(math.Float64frombits(binary.BigEndian.Uint64(b)))
 		case 'X', 0x8c, 0x8d: // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
-			w := 4
-			switch op {
-			case 0x8c:
-				w = 1
-			case 0x8d:
-				w = 8
-			}
-			b, ok := d.arg(w)
+			str, ok := d.strOp(op)
 			if !ok {
 				return nil, false
 			}
-			var n uint64
-			switch w {
-			case 1:
-				n = uint64(b[0])
-			case 4:
-				n = uint64(binary.LittleEndian.Uint32(b))
-			default:
-				n = binary.LittleEndian.Uint64(b)
-			}
-			if n > uint64(len(data)-d.pos) {
-				return nil, false
-			}
-			s, _ := d.arg(int(n))
-			d.push(string(s), scalar)
-		case 'q': // BINPUT
-			b, ok := d.arg(1)
-			if !ok || !d.put(int(b[0])) {
-				return nil, false
-			}
-		case 'r': // LONG_BINPUT
-			b, ok := d.arg(4)
-			if !ok || !d.put(int(binary.LittleEndian.Uint32(b))) {
-				return nil, false
-			}
-		case 0x94: // MEMOIZE
-			if !d.put(len(d.memo)) {
+			d.push(str, scalar)
+		case 'q', 'r', 0x94: // BINPUT, LONG_BINPUT, MEMOIZE
+			i, ok := d.memoIndex(op)
+			if !ok || !d.put(i) {
 				return nil, false
 			}
 		case 'h': // BINGET
