@@ -190,12 +190,6 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 	return t, pend
 }
 
-func b2u(b bool) uint {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // timeLess orders times with null (NoTime) last.
 func timeLess(a, b int64) bool {
