@@ -190,7 +190,6 @@ func (s *rowSet) finish(meta trace.Meta) (*trace.Trace, []pendingP2P) {
 	return t, pend
 }
 
-
 // timeLess orders times with null (NoTime) last.
 func timeLess(a, b int64) bool {
 	if a == trace.NoTime {
