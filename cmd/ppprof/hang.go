@@ -112,6 +112,8 @@ func hangWhole(opts *hangOptions) (*hang.Report, error) {
 		if err := checkFitsWhole(opts.paths, "use --stream auto (the default) or always"); err != nil {
 			return nil, err
 		}
+	} else if err := checkFRFits(opts.paths); err != nil { // dumps are read whole whatever --stream says
+		return nil, err
 	}
 	res, err := openWithProgress(opts.paths, nil, opts.quiet, opts.stderr)
 	if err != nil {

@@ -26,11 +26,50 @@ func checkFitsWhole(paths []string, hint string) error {
 		return nil
 	}
 	rows, exact, err := ingest.CountRows(paths)
-	if err != nil || !exact || rows*trace.RowBytes <= ram {
+	if err != nil {
+		return nil
+	}
+	if !exact {
+		return checkFRFits(paths)
+	}
+	if rows*trace.RowBytes <= ram {
 		return nil
 	}
 	return fmt.Errorf("%s: %d events need at least %s read whole (%d bytes an event before any analysis), more than this machine's %s of memory: %s",
 		describePaths(paths), rows, gib(rows*trace.RowBytes), trace.RowBytes, gib(ram), hint)
+}
+
+// frPeakPerByte is the least memory reading Flight Recorder dumps whole
+// takes, per byte of the dumps: 1.55-2.2 measured (a hung 4096-rank job's
+// pickles, 1.3 GB: 2.4-2.9 GB peak; 16384 ranks', 6.1 GB: 9.4-11.3 GB;
+// docs/performance.md "Before and after the fourteenth session").
+const frPeakPerByte = 1.5
+
+// checkFRFits fails, before anything is decoded, when paths name Flight
+// Recorder dumps (as the first file is) that need more than the machine's
+// memory read whole, as every command reads them: they cannot be
+// streamed, and would end in the kernel's out-of-memory killer after
+// minutes of work.
+func checkFRFits(paths []string) error {
+	ram := machineMemory()
+	if ram <= 0 {
+		return nil
+	}
+	switch ingest.FirstFormat(paths) {
+	case ingest.FormatFRPickle, ingest.FormatFRJSON:
+	default:
+		return nil
+	}
+	size, err := ingest.InputBytes(paths)
+	if err != nil {
+		return nil // Open says what is wrong
+	}
+	need := int64(float64(size) * frPeakPerByte)
+	if need <= ram {
+		return nil
+	}
+	return fmt.Errorf("%s: %s of Flight Recorder dumps need at least %s read whole (%.1f times their size; dumps cannot be streamed), more than this machine's %s of memory: run on a machine with more memory",
+		describePaths(paths), gib(size), gib(need), frPeakPerByte, gib(ram))
 }
 
 // gib shows a size in GiB.

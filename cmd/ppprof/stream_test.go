@@ -453,3 +453,37 @@ func TestDiffStream(t *testing.T) {
 		t.Errorf("a trace against its own saved analysis: no zero delta in %s", outs[0])
 	}
 }
+
+// TestFlightRecorderTooLarge: Flight Recorder dumps, which every command
+// reads whole, are refused before anything is decoded when the machine's
+// memory is under frPeakPerByte times their size (hang, under --stream
+// auto or never, and convert), and read when it is not.
+func TestFlightRecorderTooLarge(t *testing.T) {
+	dir := filepath.Join("..", "..", "ingest", "testdata", "fr", "proto2")
+	size, err := ingest.InputBytes([]string{dir})
+	if err != nil || size == 0 {
+		t.Fatalf("InputBytes: %d, %v", size, err)
+	}
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	need := int64(float64(size) * frPeakPerByte)
+	out := filepath.Join(t.TempDir(), "out.arrow")
+	cases := [][]string{{"hang", dir}, {"hang", "--stream", "never", dir}, {"convert", "-o", out, dir}}
+	machineMemory = func() int64 { return need - 1 }
+	for _, args := range cases {
+		_, stderr, code := ppprof(t, args...)
+		if code != exitError || !strings.Contains(stderr, "of Flight Recorder dumps need at least") || !strings.Contains(stderr, "more than this machine's") {
+			t.Errorf("%v: exit %d, stderr %q: want the dumps refused", args, code, stderr)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("convert wrote %s though it refused the input", out)
+	}
+	for _, mem := range []int64{need, 0} {
+		machineMemory = func() int64 { return mem }
+		for _, args := range cases {
+			if _, stderr, code := ppprof(t, args...); code == exitError {
+				t.Errorf("memory %d, %v: exit %d: %s", mem, args, code, stderr)
+			}
+		}
+	}
+}
