@@ -113,6 +113,8 @@ func analyzeWhole(opts *analyzeOptions, step int64) (*analyze.Report, error) {
 		if err := checkFitsWhole(opts.paths, "use --stream auto (the default) or always"); err != nil {
 			return nil, err
 		}
+	} else if err := checkFRFits(opts.paths); err != nil { // dumps are read whole whatever --stream says
+		return nil, err
 	}
 	res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {

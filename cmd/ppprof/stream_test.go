@@ -456,8 +456,8 @@ func TestDiffStream(t *testing.T) {
 
 // TestFlightRecorderTooLarge: Flight Recorder dumps, which every command
 // reads whole, are refused before anything is decoded when the machine's
-// memory is under frPeakPerByte times their size (hang, under --stream
-// auto or never, and convert), and read when it is not.
+// memory is under frPeakPerByte times their size (hang and analyze, under
+// --stream auto or never, and convert), and read when it is not.
 func TestFlightRecorderTooLarge(t *testing.T) {
 	dir := filepath.Join("..", "..", "ingest", "testdata", "fr", "proto2")
 	size, err := ingest.InputBytes([]string{dir})
@@ -467,7 +467,7 @@ func TestFlightRecorderTooLarge(t *testing.T) {
 	defer func(f func() int64) { machineMemory = f }(machineMemory)
 	need := int64(float64(size) * frPeakPerByte)
 	out := filepath.Join(t.TempDir(), "out.arrow")
-	cases := [][]string{{"hang", dir}, {"hang", "--stream", "never", dir}, {"convert", "-o", out, dir}}
+	cases := [][]string{{"hang", dir}, {"hang", "--stream", "never", dir}, {"analyze", dir}, {"convert", "-o", out, dir}}
 	machineMemory = func() int64 { return need - 1 }
 	for _, args := range cases {
 		_, stderr, code := ppprof(t, args...)
