@@ -434,13 +434,25 @@ func (x *entryDec) grow(n int) {
 // pushes, or mUnset where mget must look at the memo (a container, which
 // it refuses, or a tuple).
 func (x *entryDec) mirror(i int, v any) {
-	mv := &x.mm[i]
-	*mv = mval{sz: scalar}
+	if v == nil { // never put: None is pnone in the memo
+		x.mm[i] = mval{}
+		return
+	}
+	x.mm[i], _ = x.scalarOf(v) // mUnset when not a scalar
+}
+
+// scalarOf is the stack value of a scalar plain value (None as nil or
+// pnone; a string as a memoStr or new); ok false, kind mUnset, for
+// anything else.
+func (x *entryDec) scalarOf(v any) (mval, bool) {
+	mv := mval{sz: scalar}
 	switch m := v.(type) {
-	case pnone:
+	case nil, pnone:
 		mv.kind = mNone
 	case memoStr:
 		mv.kind, mv.i = mStr, int64(m.idx)
+	case string:
+		mv.kind, mv.i = mStr, x.str(m)
 	case int:
 		mv.kind, mv.i = mInt, int64(m)
 	case bool:
@@ -448,8 +460,9 @@ func (x *entryDec) mirror(i int, v any) {
 	case float64:
 		mv.kind, mv.i = mFloat, int64(math.Float64bits(m))
 	default:
-		mv.kind = mUnset
+		return mval{}, false
 	}
+	return mv, true
 }
 
 // mframe is frame on the entry decoder's stack.
@@ -496,45 +509,35 @@ func (d *pickleDecoder) mput(i int) bool {
 	return d.mset(i, mv)
 }
 
-// mget is get: what run pushes of memo slot i (a memoized tuple is run's).
+// mget is get: what run pushes of memo slot i. Scalars come from the
+// memo's mirror (every put of a decoder with fr keeps it); a memoized
+// tuple from the memo itself; anything else (a container, an unset slot)
+// is refused, as run refuses it.
 func (d *pickleDecoder) mget(i int) bool {
 	if i < 0 || i >= len(d.memo) {
 		return false
 	}
 	x := d.ed
-	if i < len(x.mm) && x.mm[i].kind != mUnset {
+	if x.mm[i].kind != mUnset {
 		m, v := &x.mm[i], x.slot()
 		v.kind, v.skip, v.b, v.i = m.kind, false, m.b, m.i
 		v.sz = scalar
 		v.a, v.n = 0, 0
 		return true
 	}
-	switch m := d.memo[i].(type) {
-	case pnone:
-		x.push(mNone, false, false, 0)
-	case memoStr:
-		x.push(mStr, false, false, int64(m.idx))
-	case string:
-		x.push(mStr, false, false, x.str(m))
-	case int:
-		x.push(mInt, false, false, int64(m))
-	case bool:
-		x.push(mBool, false, m, 0)
-	case float64:
-		x.push(mFloat, false, false, int64(math.Float64bits(m)))
-	case memoTuple: // Python's pickler memoizes tuples (torch's does not)
-		a := len(x.kids)
-		if !x.plainKids(m.v) {
-			x.kids = x.kids[:a]
-			return false
-		}
-		c := x.slot()
-		c.kind, c.skip, c.b, c.i = mTuple, false, false, 0
-		c.sz = m.vsize
-		c.a, c.n = int32(a), int32(len(m.v))
-	default:
+	m, ok := d.memo[i].(memoTuple) // Python's pickler memoizes tuples (torch's does not)
+	if !ok {
 		return false
 	}
+	a := len(x.kids)
+	if !x.plainKids(m.v) {
+		x.kids = x.kids[:a]
+		return false
+	}
+	c := x.slot()
+	c.kind, c.skip, c.b, c.i = mTuple, false, false, 0
+	c.sz = m.vsize
+	c.a, c.n = int32(a), int32(len(m.v))
 	return true
 }
 
@@ -544,24 +547,12 @@ func (x *entryDec) plainKids(items []any) bool {
 	a := len(x.kids)
 	x.kids = append(x.kids, make([]mval, len(items))...)
 	for j, it := range items {
-		v := mval{sz: scalar}
-		switch m := it.(type) {
-		case nil:
-			v.kind = mNone
-		case string:
-			v.kind, v.i = mStr, x.str(m)
-		case int:
-			v.kind, v.i = mInt, int64(m)
-		case bool:
-			v.kind, v.b = mBool, m
-		case float64:
-			v.kind, v.i = mFloat, int64(math.Float64bits(m))
-		case []any:
-			v.kind, v.a, v.n = mTuple, int32(len(x.kids)), int32(len(m))
-			if !x.plainKids(m) {
-				return false
-			}
-		default:
+		v, ok := x.scalarOf(it)
+		if l, isList := it.([]any); isList {
+			v = mval{kind: mTuple, sz: scalar, a: int32(len(x.kids)), n: int32(len(l))}
+			ok = x.plainKids(l)
+		}
+		if !ok {
 			return false
 		}
 		x.kids[a+j] = v
