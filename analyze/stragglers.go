@@ -428,6 +428,26 @@ func selectMedian(xs []float64) float64 {
 	return (lo + hi) / 2
 }
 
+// medianNs is selectMedian of durations (or byte counts) as float64: the
+// same value as selectMedian of the converted list (the conversion keeps
+// the order, so the middle values are the converted middle values),
+// selected on the integers. xs is reordered.
+func medianNs(xs []int64) float64 {
+	n := len(xs)
+	if n == 0 {
+		return 0
+	}
+	hi := selectKth(xs, n/2)
+	if n%2 == 1 {
+		return float64(hi)
+	}
+	lo := xs[0]
+	for _, x := range xs[1 : n/2] {
+		lo = max(lo, x)
+	}
+	return (float64(lo) + float64(hi)) / 2
+}
+
 // selectKth reorders xs so that xs[k] is the value a sort would put there,
 // with nothing larger before it and nothing smaller after, and returns it.
 // Quickselect with a median-of-three pivot; a range that shrinks too slowly

@@ -266,14 +266,96 @@ type stepBase struct {
 	replayNs int64 // replayed span with measured durations
 	windowNs int64 // the longest measured window of its pipelines
 	path     pathSum
-	samples  []opSample
+	samples  stepSamples
 	xfers    []xferSample
 }
 
-// opSample is the measured duration of one compute op or transfer.
-type opSample struct {
-	key   sampleKey
-	durNs int64
+// stepSamples is the measured durations of one step's compute ops and
+// receives, grouped by key: keys[i]'s are durs[off[i]:off[i+1]], in graph
+// order; keys in the order they first appear. Ops whose chunk no schedule
+// has (bad input) are left out.
+type stepSamples struct {
+	keys []sampleKey
+	off  []int32
+	durs []int64
+}
+
+// of returns the durations of keys[i].
+func (s *stepSamples) of(i int) []int64 { return s.durs[s.off[i]:s.off[i+1]] }
+
+// sampleScratch is what a worker of baselinePass reuses from step to step
+// to group a step's samples.
+type sampleScratch struct {
+	ids   map[sampleKey]int32
+	id    []int32 // per node: its key's index, -1 when not a sample
+	count []int32
+}
+
+// group sets sb.samples from g's compute ops and receives: each node's key
+// found once (the last keys met are looked up before the map: a rank's
+// program cycles through a few), counted, then its duration placed.
+func (sc *sampleScratch) group(g *stepGraph, sb *stepBase) {
+	if sc.ids == nil {
+		sc.ids = map[sampleKey]int32{}
+	}
+	clear(sc.ids)
+	var keys []sampleKey
+	count := sc.count[:0]
+	var cache [4]struct {
+		k  sampleKey
+		id int32
+	}
+	for c := range cache {
+		cache[c].id = -1
+	}
+	slot := 0
+	nn := g.numNodes()
+	id := slices.Grow(sc.id[:0], nn)[:nn]
+	for v := range int32(nn) {
+		id[v] = -1
+		switch g.class[v] {
+		case ncCompute, ncRecv:
+		default:
+			continue
+		}
+		k := sampleKey{g.ranks[g.owner[v]].pipeline, g.stage[v], g.chunk[v], g.kind[v]}
+		if k.chunk < 0 || k.chunk >= maxChunks {
+			continue // bad input: no schedule has such a chunk
+		}
+		x := int32(-1)
+		for _, c := range cache {
+			if c.id >= 0 && c.k == k {
+				x = c.id
+				break
+			}
+		}
+		if x < 0 {
+			var found bool
+			if x, found = sc.ids[k]; !found {
+				x = int32(len(keys))
+				sc.ids[k] = x
+				keys, count = append(keys, k), append(count, 0)
+			}
+			cache[slot].k, cache[slot].id = k, x
+			slot = (slot + 1) % len(cache)
+		}
+		id[v] = x
+		count[x]++
+	}
+	off := make([]int32, len(keys)+1)
+	for i, n := range count {
+		off[i+1] = off[i] + n
+		count[i] = off[i] // where the next duration of key i goes
+	}
+	durs := make([]int64, off[len(keys)])
+	for v, x := range id {
+		if x >= 0 {
+			durs[count[x]] = g.meas[v]
+			count[x]++
+		}
+	}
+	sc.id, sc.count = id, count
+	sb.samples = stepSamples{keys: keys, off: off, durs: durs}
 }
 
 // sampleKey groups samples: one kind (F, B, W, RECV_F, RECV_B) of one
@@ -308,6 +390,7 @@ func baselinePass(ix *index, noDelays bool) []*stepBase {
 		out = append(out, sb)
 	})
 	mem := make([]graphMem, workers(len(out)))
+	scratch := make([]sampleScratch, len(mem))
 	forEach(len(out), func(w, k int) {
 		sb := out[k]
 		if sb.err != nil {
@@ -326,25 +409,13 @@ func baselinePass(ix *index, noDelays bool) []*stepBase {
 		sb.replayNs = e - s
 		sb.path = g.criticalPath(s, delay, ix.p)
 		t := ix.t
-		nOps, nRecv := 0, 0
+		scratch[w].group(g, sb)
+		nRecv := 0
 		for _, c := range g.class {
-			switch c {
-			case ncCompute:
-				nOps++
-			case ncRecv:
-				nOps++
-				nRecv++
-			}
+			nRecv += b2i(c == ncRecv)
 		}
-		sb.samples, sb.xfers = make([]opSample, 0, nOps), make([]xferSample, 0, nRecv)
+		sb.xfers = make([]xferSample, 0, nRecv)
 		for v := range int32(g.numNodes()) {
-			switch g.class[v] {
-			case ncCompute, ncRecv:
-			default:
-				continue
-			}
-			r := g.ranks[g.owner[v]]
-			sb.samples = append(sb.samples, opSample{sampleKey{r.pipeline, g.stage[v], g.chunk[v], g.kind[v]}, g.meas[v]})
 			if g.class[v] == ncRecv {
 				snd := g.row[g.other[v]]
 				b := t.Bytes[snd]

@@ -52,76 +52,175 @@ func (f xferFit) predict(sizeFactor float64) float64 {
 	return f.constNs * sizeFactor
 }
 
-func fitP2P(xs []xferSample) *p2pModel {
+// fitP2P fits the transfers of the steps xs (in step order) per boundary,
+// per direction and all together. A fit's sums run over its transfers in
+// the order of xs, as they always have (a float sum depends on its
+// order), all groups in the same two passes; its medians are selected
+// from the transfers' values partitioned by boundary (a median does not
+// depend on the order), the boundaries' on every core.
+func fitP2P(xs [][]xferSample) *p2pModel {
 	m := &p2pModel{byBoundary: map[boundaryKey]xferFit{}}
-	// Groups in the order of xs (the fits' sums depend on it), each
-	// allocated once at its size.
-	count := map[boundaryKey]int{}
-	var ndir [2]int
-	for _, x := range xs {
-		count[boundaryKey{x.from, x.to, x.dir}]++
-		ndir[x.dir&1]++
+	n := 0
+	for _, p := range xs {
+		n += len(p)
 	}
-	by := make(map[boundaryKey][]xferSample, len(count))
-	for k, n := range count {
-		by[k] = make([]xferSample, 0, n)
+	// Groups: 0 all, 1 + direction, 3 + a boundary's index (in order of
+	// first appearance); grp holds each transfer's boundary group.
+	bidx := map[boundaryKey]int32{}
+	var bkeys []boundaryKey
+	grp := make([]int32, 0, n)
+	var last boundaryKey
+	lastG := int32(-1)
+	for _, p := range xs {
+		for _, x := range p {
+			if k := (boundaryKey{x.from, x.to, x.dir}); lastG < 0 || k != last {
+				g, found := bidx[k]
+				if !found {
+					g = int32(3 + len(bkeys))
+					bidx[k] = g
+					bkeys = append(bkeys, k)
+				}
+				last, lastG = k, g
+			}
+			grp = append(grp, lastG)
+		}
 	}
-	dirs := [2][]xferSample{make([]xferSample, 0, ndir[0]), make([]xferSample, 0, ndir[1])}
-	for _, x := range xs {
-		k := boundaryKey{x.from, x.to, x.dir}
-		by[k] = append(by[k], x)
-		dirs[x.dir] = append(dirs[x.dir], x)
+	accs := make([]xferAcc, 3+len(bkeys))
+	for i := range accs {
+		accs[i] = xferAcc{lo: math.Inf(1), hi: math.Inf(-1), known: true}
 	}
-	for k, s := range by {
-		m.byBoundary[k] = fitXfers(s)
+	each := func(fn func(a *xferAcc, b, d float64)) {
+		j := 0
+		for _, p := range xs {
+			for _, x := range p {
+				b, d := float64(x.bytes), float64(x.durNs)
+				fn(&accs[0], b, d)
+				fn(&accs[1+x.dir&1], b, d)
+				fn(&accs[grp[j]], b, d)
+				j++
+			}
+		}
 	}
-	m.byDir[0], m.byDir[1] = fitXfers(dirs[0]), fitXfers(dirs[1])
-	m.all = fitXfers(xs)
+	each((*xferAcc).add)
+	for i := range accs {
+		accs[i].center()
+	}
+	each((*xferAcc).addCentred)
+
+	// Durations and payloads partitioned by boundary.
+	off := make([]int, len(bkeys)+1)
+	for _, g := range grp {
+		off[g-3+1]++
+	}
+	for b := range bkeys {
+		off[b+1] += off[b]
+	}
+	ds, bs := make([]int64, n), make([]int64, n)
+	next := slices.Clone(off[:len(bkeys)])
+	j := 0
+	for _, p := range xs {
+		for _, x := range p {
+			b := grp[j] - 3
+			ds[next[b]], bs[next[b]] = x.durNs, x.bytes
+			next[b]++
+			j++
+		}
+	}
+	// Medians: each boundary's in place; then each direction's, gathered;
+	// then all (the partition reordered within boundaries holds the same
+	// values).
+	type meds struct{ dur, bytes float64 }
+	med := make([]meds, len(accs))
+	forEach(len(bkeys), func(_, b int) {
+		a, lo, hi := &accs[3+b], off[b], off[b+1]
+		med[3+b].dur = medianNs(ds[lo:hi])
+		if a.known {
+			med[3+b].bytes = medianNs(bs[lo:hi])
+		}
+	})
+	forEach(2, func(_, dir int) {
+		var d, b []int64
+		for k, key := range bkeys {
+			if key.dir&1 == uint8(dir) {
+				d = append(d, ds[off[k]:off[k+1]]...)
+				b = append(b, bs[off[k]:off[k+1]]...)
+			}
+		}
+		med[1+dir].dur = medianNs(d)
+		if accs[1+dir].known {
+			med[1+dir].bytes = medianNs(b)
+		}
+	})
+	med[0].dur = medianNs(ds)
+	if accs[0].known {
+		med[0].bytes = medianNs(bs)
+	}
+	for b, k := range bkeys {
+		m.byBoundary[k] = accs[3+b].fit(med[3+b].dur, med[3+b].bytes)
+	}
+	m.byDir[0], m.byDir[1] = accs[1].fit(med[1].dur, med[1].bytes), accs[2].fit(med[2].dur, med[2].bytes)
+	m.all = accs[0].fit(med[0].dur, med[0].bytes)
 	return m
 }
 
-// fitXfers fits one group of transfers (see p2pModel).
-func fitXfers(xs []xferSample) xferFit {
-	n := len(xs)
-	if n == 0 {
+// xferAcc is what fitP2P sums of one group of transfers (see p2pModel).
+type xferAcc struct {
+	n      int
+	lo, hi float64 // payload range
+	known  bool    // every payload > 0
+	line   bool    // a line is fitted: payloads known and spread, n >= 3
+	// The sums of payloads (x) and times (y), then their means, and the
+	// sums of the line's fit.
+	mx, my, sxy, sxx, xy, xx float64
+}
+
+// add is the first pass's step: one transfer of b bytes in d ns.
+func (a *xferAcc) add(b, d float64) {
+	a.n++
+	a.lo, a.hi = min(a.lo, b), max(a.hi, b)
+	if b <= 0 {
+		a.known = false
+	}
+	a.mx += b
+	a.my += d
+}
+
+// center ends the first pass.
+func (a *xferAcc) center() {
+	a.line = a.known && a.hi > 1.05*a.lo && a.n >= 3
+	if a.line {
+		a.mx, a.my = a.mx/float64(a.n), a.my/float64(a.n)
+	}
+}
+
+// addCentred is the second pass's step, for a group fitted by a line.
+func (a *xferAcc) addCentred(b, d float64) {
+	if a.line {
+		a.sxy += (b - a.mx) * (d - a.my)
+		a.sxx += (b - a.mx) * (b - a.mx)
+		a.xy += b * d
+		a.xx += b * b
+	}
+}
+
+// fit is the group's fit, given the medians of its times and payloads.
+func (a *xferAcc) fit(medNs, medBytes float64) xferFit {
+	if a.n == 0 {
 		return xferFit{}
 	}
-	ds, bs := make([]float64, n), make([]float64, n)
-	lo, hi := math.Inf(1), math.Inf(-1)
-	known := true
-	for i, x := range xs {
-		ds[i], bs[i] = float64(x.durNs), float64(x.bytes)
-		if x.bytes <= 0 {
-			known = false
-		}
-		lo, hi = min(lo, bs[i]), max(hi, bs[i])
-	}
-	f := xferFit{ok: true, constNs: median(ds)}
-	if !known {
+	f := xferFit{ok: true, constNs: medNs}
+	if !a.known {
 		return f
 	}
-	f.bytes = median(bs)
-	if hi > 1.05*lo && n >= 3 {
-		var mx, my float64
-		for i := range n {
-			mx += bs[i]
-			my += ds[i]
-		}
-		mx, my = mx/float64(n), my/float64(n)
-		var sxy, sxx, xy, xx float64
-		for i := range n {
-			sxy += (bs[i] - mx) * (ds[i] - my)
-			sxx += (bs[i] - mx) * (bs[i] - mx)
-			xy += bs[i] * ds[i]
-			xx += bs[i] * bs[i]
-		}
-		slope := sxy / sxx
+	f.bytes = medBytes
+	if a.line {
+		slope := a.sxy / a.sxx
 		if slope <= 0 {
 			return f
 		}
-		f.perByte, f.nsPerByte, f.latNs = true, slope, my-slope*mx
+		f.perByte, f.nsPerByte, f.latNs = true, slope, a.my-slope*a.mx
 		if f.latNs < 0 {
-			f.latNs, f.nsPerByte = 0, xy/xx
+			f.latNs, f.nsPerByte = 0, a.xy/a.xx
 		}
 		return f
 	}

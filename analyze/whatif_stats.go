@@ -36,151 +36,109 @@ type whatIfStats struct {
 func newWhatIfStats(ix *index, ok []*stepBase) *whatIfStats {
 	st := &whatIfStats{p: ix.p, v: 1, steps: len(ok), worker: map[sampleKey]float64{}, workerN: map[sampleKey]int{},
 		chunk: map[sampleKey]float64{}, stage: map[sampleKey]float64{}, ranksOf: map[[2]int32][]int{}, rows: int64(ix.t.Len())}
-	// Each key's samples in step and graph order (as the medians' inputs
-	// always were), each list allocated once at its size: a job's steps
-	// hold a sample per compute op and transfer. A rank's program cycles
-	// through a few keys (F, B, their receives, per chunk), so the last
-	// keys found are looked up before the map.
-	ids := map[sampleKey]int32{}
-	var keysSeen []sampleKey
-	var cnt []int
-	var cache [8]struct {
-		k  sampleKey
-		id int32
+	// The medians of every key's samples over the steps, and of the
+	// coarser groups that pool them: (stage, chunk, kind), and (stage,
+	// kind) for compute ops. A median does not depend on the order of its
+	// samples: each pool is gathered from the steps' lists into a worker's
+	// buffer and selected there, every pool on some core.
+	type part struct{ step, key int32 } // key index in ok[step].samples
+	type pool struct {
+		level int8 // 0 a key, 1 its (stage, chunk, kind), 2 its (stage, kind)
+		k     sampleKey
 	}
-	for c := range cache {
-		cache[c].id = -1
-	}
-	slot := 0
-	idOf := func(k sampleKey) int32 {
-		for _, c := range cache {
-			if c.id >= 0 && c.k == k {
-				return c.id
-			}
-		}
-		id, found := ids[k]
+	var pools []pool
+	var parts [][]part
+	poolOf := map[pool]int{}
+	add := func(pl pool, p part) {
+		x, found := poolOf[pl]
 		if !found {
-			id = int32(len(keysSeen))
-			ids[k] = id
-			keysSeen, cnt = append(keysSeen, k), append(cnt, 0)
+			x = len(pools)
+			poolOf[pl] = x
+			pools, parts = append(pools, pl), append(parts, nil)
 		}
-		cache[slot].k, cache[slot].id = k, id
-		slot = (slot + 1) % len(cache)
-		return id
+		parts[x] = append(parts[x], p)
 	}
-	nSamples, nx := 0, 0
-	for _, s := range ok {
-		nSamples += len(s.samples)
-		nx += len(s.xfers)
-	}
-	sid := make([]int32, 0, nSamples)
-	for _, s := range ok {
-		for _, x := range s.samples {
-			if x.key.chunk < 0 || x.key.chunk >= maxChunks {
-				sid = append(sid, -1) // bad input: no schedule has such a chunk
-				continue
-			}
-			id := idOf(x.key)
-			cnt[id]++
-			sid = append(sid, id)
-		}
-	}
-	lists := make([][]float64, len(keysSeen))
-	for id, n := range cnt {
-		lists[id] = make([]float64, 0, n)
-	}
-	xs := make([]xferSample, 0, nx)
-	var over []float64
-	j := 0
-	for _, s := range ok {
-		for _, x := range s.samples {
-			if id := sid[j]; id >= 0 {
-				lists[id] = append(lists[id], float64(x.durNs))
-			}
-			j++
-		}
-		xs = append(xs, s.xfers...)
-		over = append(over, float64(s.measNs-s.windowNs))
-	}
-	byKey := make(map[sampleKey][]float64, len(keysSeen))
 	pipes := map[int32]bool{}
-	for id, k := range keysSeen {
-		byKey[k] = lists[id]
-		pipes[k.pipeline] = true
-		if k.kind == trace.W {
-			st.split = true
+	for si, s := range ok {
+		for i, k := range s.samples.keys {
+			p := part{int32(si), int32(i)}
+			add(pool{0, k}, p)
+			add(pool{1, sampleKey{-1, k.stage, k.chunk, k.kind}}, p)
+			if k.kind.IsCompute() {
+				add(pool{2, sampleKey{-1, k.stage, -1, k.kind}}, p)
+			}
 		}
-		st.v = max(st.v, int(k.chunk)+1)
 	}
+	meds, ns := make([]float64, len(pools)), make([]int, len(pools))
+	bufs := make([][]int64, workers(len(pools)))
+	forEach(len(pools), func(w, x int) {
+		buf := bufs[w][:0]
+		for _, p := range parts[x] {
+			buf = append(buf, ok[p.step].samples.of(int(p.key))...)
+		}
+		meds[x], ns[x], bufs[w] = medianNs(buf), len(buf), buf
+	})
+	for x, pl := range pools {
+		switch k := pl.k; pl.level {
+		case 0:
+			st.worker[k], st.workerN[k] = meds[x], ns[x]
+			pipes[k.pipeline] = true
+			if k.kind == trace.W {
+				st.split = true
+			}
+			st.v = max(st.v, int(k.chunk)+1)
+		case 1:
+			st.chunk[k] = meds[x]
+		default:
+			st.stage[k] = meds[x]
+		}
+	}
+	st.keys = slices.SortedFunc(maps.Keys(st.worker), cmpSampleKey)
 	st.replicas = slices.Sorted(maps.Keys(pipes))
-	// Coarser groups pool the finer ones, in key order (deterministic).
-	byChunk, byStage := map[sampleKey][]float64{}, map[sampleKey][]float64{}
-	keys := slices.SortedFunc(maps.Keys(byKey), cmpSampleKey)
-	st.keys = keys
-	nChunk, nStage := map[sampleKey]int{}, map[sampleKey]int{}
-	for _, k := range keys {
-		nChunk[sampleKey{-1, k.stage, k.chunk, k.kind}] += len(byKey[k])
-		if k.kind.IsCompute() {
-			nStage[sampleKey{-1, k.stage, -1, k.kind}] += len(byKey[k])
-		}
-	}
-	for k, n := range nChunk {
-		byChunk[k] = make([]float64, 0, n)
-	}
-	for k, n := range nStage {
-		byStage[k] = make([]float64, 0, n)
-	}
-	for _, k := range keys {
-		st.workerN[k] = len(byKey[k])
-		ck := sampleKey{-1, k.stage, k.chunk, k.kind}
-		byChunk[ck] = append(byChunk[ck], byKey[k]...)
-		if k.kind.IsCompute() {
-			sk := sampleKey{-1, k.stage, -1, k.kind}
-			byStage[sk] = append(byStage[sk], byKey[k]...)
-		}
-	}
-	var buf []float64
-	med := func(xs []float64) float64 {
-		buf = append(buf[:0], xs...)
-		return selectMedian(buf)
-	}
-	for k, xs := range byKey {
-		st.worker[k] = med(xs)
-	}
-	for k, xs := range byChunk {
-		st.chunk[k] = med(xs)
-	}
-	for k, xs := range byStage {
-		st.stage[k] = med(xs)
+	xs := make([][]xferSample, len(ok))
+	over := make([]float64, len(ok))
+	nx := 0
+	for k, s := range ok {
+		xs[k] = s.xfers
+		nx += len(s.xfers)
+		over[k] = float64(s.measNs - s.windowNs)
 	}
 	st.p2p = fitP2P(xs)
 	st.overhead = max(median(over), 0)
-	if len(xs) > 0 {
-		ds := make([]float64, len(xs))
-		for i, x := range xs {
-			ds[i] = float64(x.durNs)
-		}
-		st.xferMed = selectMedian(ds)
-		st.xferPerSt = float64(len(xs)) / float64(len(ok))
+	if nx > 0 {
+		st.xferMed = st.p2p.all.constNs // the median of every transfer's time
+		st.xferPerSt = float64(nx) / float64(len(ok))
 	}
 	// Stragglers, and the ranks of each worker.
 	st.og = newOpGroups(ix)
 	t := ix.t
+	var ws []int
 	for _, s := range ok {
-		for _, w := range s.ws {
-			for _, i := range ix.windows[w].rows {
-				if x := st.og.group(t, i); x >= 0 {
-					if c, _, _ := st.og.judge(t, i, x); c != "" {
-						st.stragglrs++
-					}
+		ws = append(ws, s.ws...)
+	}
+	flagged := make([]int, workers(len(ws)))
+	forEach(len(ws), func(w, k int) {
+		for _, i := range ix.windows[ws[k]].rows {
+			if x := st.og.group(t, i); x >= 0 {
+				if c, _, _ := st.og.judge(t, i, x); c != "" {
+					flagged[w]++
 				}
 			}
 		}
+	})
+	for _, n := range flagged {
+		st.stragglrs += n
 	}
 	seen := map[trace.Rank]bool{}
 	for _, w := range ix.windows {
-		for _, i := range w.rows {
-			if r := t.Rank[i]; !seen[r] {
+		var last trace.Rank
+		for j, i := range w.rows {
+			r := t.Rank[i]
+			if j > 0 && r == last {
+				continue // a run of a rank's rows: its first was looked at
+			}
+			last = r
+			if !seen[r] {
 				seen[r] = true
 				k := [2]int32{t.Pipeline[i], int32(t.Stage[i])}
 				st.ranksOf[k] = append(st.ranksOf[k], int(r))

@@ -1,0 +1,227 @@
+package analyze
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/ppprof/ppprof/sim"
+)
+
+// fitXfersOne fits one group's transfers the straightforward way: its
+// times and payloads gathered in order, the medians from a sort, the line
+// from the centred sums (see p2pModel).
+func fitXfersOne(xs []xferSample) xferFit {
+	n := len(xs)
+	if n == 0 {
+		return xferFit{}
+	}
+	ds, bs := make([]float64, n), make([]float64, n)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	known := true
+	for i, x := range xs {
+		ds[i], bs[i] = float64(x.durNs), float64(x.bytes)
+		known = known && x.bytes > 0
+		lo, hi = min(lo, bs[i]), max(hi, bs[i])
+	}
+	sorted := func(v []float64) float64 {
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		if n%2 == 1 {
+			return s[n/2]
+		}
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	f := xferFit{ok: true, constNs: sorted(ds)}
+	if !known {
+		return f
+	}
+	f.bytes = sorted(bs)
+	if hi > 1.05*lo && n >= 3 {
+		var mx, my float64
+		for i := range n {
+			mx += bs[i]
+			my += ds[i]
+		}
+		mx, my = mx/float64(n), my/float64(n)
+		var sxy, sxx, xy, xx float64
+		for i := range n {
+			sxy += (bs[i] - mx) * (ds[i] - my)
+			sxx += (bs[i] - mx) * (bs[i] - mx)
+			xy += bs[i] * ds[i]
+			xx += bs[i] * bs[i]
+		}
+		slope := sxy / sxx
+		if slope <= 0 {
+			return f
+		}
+		f.perByte, f.nsPerByte, f.latNs = true, slope, my-slope*mx
+		if f.latNs < 0 {
+			f.latNs, f.nsPerByte = 0, xy/xx
+		}
+		return f
+	}
+	f.perByte, f.nsPerByte = true, f.constNs/f.bytes
+	return f
+}
+
+// TestFitP2PMatchesGroups: fitP2P (every group's sums in two passes over
+// the steps' transfers, medians selected from a partition by boundary)
+// gives, bit for bit, the fits of each group's transfers gathered in
+// order and fitted one group at a time. The random sets cover spread and
+// equal payloads, unknown (0) payloads, negative slopes and latencies,
+// groups of one or two transfers, empty steps and durations past 2^53.
+func TestFitP2PMatchesGroups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 1))
+	for trial := range 400 {
+		p := 2 + rng.IntN(5)
+		steps := make([][]xferSample, 1+rng.IntN(4))
+		var all []xferSample
+		for s := range steps {
+			for range rng.IntN([]int{0, 3, 40, 400}[rng.IntN(4)] + 1) {
+				from := int32(rng.IntN(p))
+				dir := uint8(rng.IntN(2))
+				to := from + 1 - 2*int32(dir)
+				if rng.IntN(10) == 0 {
+					to = int32(rng.IntN(p)) // a wrap-around or odd boundary
+				}
+				var bytes int64
+				switch trial % 4 {
+				case 0: // spread payloads, time rising with them
+					bytes = int64(1 + rng.IntN(1<<20))
+				case 1: // all alike
+					bytes = 1 << 16
+				case 2: // some unknown
+					bytes = int64(rng.IntN(3)) << 10
+				default: // a few sizes
+					bytes = int64(1+rng.IntN(3)) << 12
+				}
+				dur := 5000 + bytes/int64(1+rng.IntN(4)) + int64(rng.IntN(2000)) - 1000
+				switch rng.IntN(50) {
+				case 0:
+					dur = 1<<60 + int64(rng.IntN(1000)) // beyond float64's integers
+				case 1:
+					dur = 0
+				}
+				x := xferSample{from: from, to: to, dir: dir, bytes: bytes, durNs: dur}
+				steps[s] = append(steps[s], x)
+				all = append(all, x)
+			}
+		}
+		want := &p2pModel{byBoundary: map[boundaryKey]xferFit{}}
+		by := map[boundaryKey][]xferSample{}
+		var dirs [2][]xferSample
+		for _, x := range all {
+			k := boundaryKey{x.from, x.to, x.dir}
+			by[k] = append(by[k], x)
+			dirs[x.dir] = append(dirs[x.dir], x)
+		}
+		for k, xs := range by {
+			want.byBoundary[k] = fitXfersOne(xs)
+		}
+		want.byDir[0], want.byDir[1], want.all = fitXfersOne(dirs[0]), fitXfersOne(dirs[1]), fitXfersOne(all)
+		got := fitP2P(steps)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("trial %d: fitP2P\n%+v\nwant\n%+v", trial, got, want)
+		}
+	}
+}
+
+// TestMedianNs: medianNs of integers is the median of the same values as
+// float64, sorted, for odd and even counts, repeats and values past 2^53.
+func TestMedianNs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 2000 {
+		n := rng.IntN(60)
+		xs := make([]int64, n)
+		fs := make([]float64, n)
+		for i := range xs {
+			switch trial % 3 {
+			case 0:
+				xs[i] = int64(rng.IntN(10))
+			case 1:
+				xs[i] = rng.Int64N(1<<62) - 1<<61
+			default:
+				xs[i] = 1<<60 + int64(rng.IntN(300))
+			}
+			fs[i] = float64(xs[i])
+		}
+		want := median(fs)
+		if got := medianNs(xs); got != want {
+			t.Fatalf("trial %d: medianNs = %v, want %v", trial, got, want)
+		}
+	}
+}
+
+// TestWhatIfStatsMedians: the medians the scenarios start from, per key
+// (pipeline, stage, chunk, kind), per (stage, chunk, kind) and per
+// (stage, kind) of compute ops, and the samples per key, are those of the
+// step graphs' compute ops and receives gathered one by one and sorted.
+func TestWhatIfStatsMedians(t *testing.T) {
+	for _, c := range []sim.Config{
+		{Schedule: "interleaved", Stages: 4, DP: 2, MicroBatches: 8, Steps: 3, Jitter: 0.2, Seed: 3, P2PLatencyUs: 10, P2PGbps: 100},
+		{Schedule: "zb-h1", Stages: 3, DP: 3, TP: 2, MicroBatches: 6, Steps: 2, Jitter: 0.1, Seed: 5, P2PGbps: 50},
+		{Schedule: "1f1b", Stages: 5, MicroBatches: 7, Steps: 4, Jitter: 0.3, Seed: 7},
+	} {
+		tr, err := sim.Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix := newIndex(tr, Options{Step: AllSteps})
+		ok := baselinePass(ix, false)
+		for _, s := range ok {
+			if s.err != nil {
+				t.Fatalf("%s: step %d: %v", c.Schedule, s.step, s.err)
+			}
+		}
+		st := newWhatIfStats(ix, ok)
+		worker, chunk, stage := map[sampleKey][]float64{}, map[sampleKey][]float64{}, map[sampleKey][]float64{}
+		for _, s := range ok {
+			g, err := buildStepGraph(ix, s.ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for v := range g.numNodes() {
+				if g.class[v] != ncCompute && g.class[v] != ncRecv {
+					continue
+				}
+				k := sampleKey{g.ranks[g.owner[v]].pipeline, g.stage[v], g.chunk[v], g.kind[v]}
+				d := float64(g.meas[v])
+				worker[k] = append(worker[k], d)
+				chunk[sampleKey{-1, k.stage, k.chunk, k.kind}] = append(chunk[sampleKey{-1, k.stage, k.chunk, k.kind}], d)
+				if k.kind.IsCompute() {
+					stage[sampleKey{-1, k.stage, -1, k.kind}] = append(stage[sampleKey{-1, k.stage, -1, k.kind}], d)
+				}
+			}
+		}
+		if len(worker) == 0 || len(st.worker) != len(worker) || len(st.chunk) != len(chunk) || len(st.stage) != len(stage) {
+			t.Fatalf("%s: %d/%d/%d keys, want %d/%d/%d", c.Schedule, len(st.worker), len(st.chunk), len(st.stage), len(worker), len(chunk), len(stage))
+		}
+		check := func(what string, got map[sampleKey]float64, want map[sampleKey][]float64) {
+			for k, ds := range want {
+				if m := median(ds); got[k] != m {
+					t.Errorf("%s: %s median of %+v = %v, want %v (%d samples)", c.Schedule, what, k, got[k], m, len(ds))
+				}
+			}
+		}
+		check("key", st.worker, worker)
+		check("chunk", st.chunk, chunk)
+		check("stage", st.stage, stage)
+		for k, ds := range worker {
+			if st.workerN[k] != len(ds) {
+				t.Errorf("%s: %+v: %d samples, want %d", c.Schedule, k, st.workerN[k], len(ds))
+			}
+		}
+		if c.Schedule == "zb-h1" && !st.split {
+			t.Errorf("zb-h1: W not seen")
+		}
+		if want := max(c.Virtual, 1); c.Schedule == "interleaved" && st.v != 2 || c.Schedule != "interleaved" && st.v != want {
+			t.Errorf("%s: v = %d", c.Schedule, st.v)
+		}
+		if len(st.replicas) != max(c.DP, 1) {
+			t.Errorf("%s: replicas %v, want %d", c.Schedule, st.replicas, max(c.DP, 1))
+		}
+	}
+}
