@@ -150,13 +150,18 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 	if step < 0 {
 		step = AllSteps
 	}
+	if t.Len() == 0 {
+		return nil, fmt.Errorf("trace has no events")
+	}
+	ix := newIndex(t, Options{Step: step})
 	rep := opt.Analysis
 	if rep == nil {
-		if rep, err = Run(t, Options{Step: step, untilSchedule: true}); err != nil {
+		// The analysis up to the schedule, on the same index: its windows
+		// and op groups serve the what-if.
+		if rep, err = run(ix, Options{Step: step, untilSchedule: true}); err != nil {
 			return nil, err
 		}
 	}
-	ix := newIndex(t, Options{Step: step})
 	wi := &WhatIf{Stages: ix.p, MicroBatches: rep.Job.MicroBatches, Replicas: replicas(ix)}
 	wi.Schedule, wi.Virtual = rep.Schedule.Identified, rep.Schedule.Virtual
 	if wi.Schedule == "" {
@@ -165,7 +170,9 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 	wi.Virtual = max(wi.Virtual, 1)
 
 	// 2. Baseline pass.
-	base := baselinePass(ix, opt.NoLaunchDelays)
+	// The graphs' memory, per worker, serves both passes that build them.
+	var mem []graphMem
+	base := baselinePass(ix, opt.NoLaunchDelays, &mem)
 	for _, s := range base {
 		if s.err != nil {
 			if wi.SkippedSteps == 0 {
@@ -194,7 +201,7 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 	plans := st.plans(ix)
 
 	// 4. Replays that keep the order, then new schedules.
-	pred := replayPlans(ix, ok, plans, opt.NoLaunchDelays)
+	pred := replayPlans(ix, ok, plans, opt.NoLaunchDelays, mem)
 	results := map[string]Scenario{}
 	for k, pl := range plans {
 		sc := Scenario{Name: pl.name, Detail: pl.detail}
@@ -375,8 +382,9 @@ type xferSample struct {
 }
 
 // baselinePass re-times every step whose windows are all complete with
-// measured durations, in step order.
-func baselinePass(ix *index, noDelays bool) []*stepBase {
+// measured durations, in step order. The memory its graphs were built in,
+// one per worker, is left in *mems for replayPlans.
+func baselinePass(ix *index, noDelays bool, mems *[]graphMem) []*stepBase {
 	var out []*stepBase
 	forSteps(ix, func(ws []int, spanNs int64) {
 		sb := &stepBase{step: ix.windows[ws[0]].step, ws: ws, measNs: spanNs}
@@ -390,6 +398,7 @@ func baselinePass(ix *index, noDelays bool) []*stepBase {
 		out = append(out, sb)
 	})
 	mem := make([]graphMem, workers(len(out)))
+	*mems = mem
 	scratch := make([]sampleScratch, len(mem))
 	forEach(len(out), func(w, k int) {
 		sb := out[k]
@@ -490,13 +499,16 @@ type plan struct {
 }
 
 // replayPlans re-times every step of ok under every available plan and
-// returns, per plan, each step's predicted time in ms.
-func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool) [][]float64 {
+// returns, per plan, each step's predicted time in ms. It builds the
+// graphs again in mem, baselinePass's (no fresh memory to fault in).
+func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []graphMem) [][]float64 {
 	out := make([][]float64, len(plans))
 	for k := range out {
 		out[k] = make([]float64, len(ok))
 	}
-	mem := make([]graphMem, workers(len(ok)))
+	if n := workers(len(ok)); len(mem) < n {
+		mem = append(mem, make([]graphMem, n-len(mem))...)
+	}
 	forEach(len(ok), func(w, k int) {
 		g, err := mem[w].buildStepGraph(ix, ok[k].ws)
 		if err != nil {

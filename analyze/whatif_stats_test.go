@@ -170,7 +170,8 @@ func TestWhatIfStatsMedians(t *testing.T) {
 			t.Fatal(err)
 		}
 		ix := newIndex(tr, Options{Step: AllSteps})
-		ok := baselinePass(ix, false)
+		var mem []graphMem
+		ok := baselinePass(ix, false, &mem)
 		for _, s := range ok {
 			if s.err != nil {
 				t.Fatalf("%s: step %d: %v", c.Schedule, s.step, s.err)
