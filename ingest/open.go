@@ -232,6 +232,7 @@ func Open(paths []string, opt Options) (*Result, error) {
 	}
 	var drops *windowDrop
 	if !opt.NoAlign {
+		prog.phase("aligning clocks")
 		var ws []Warning
 		res.Clocks, ws, drops = alignClocks(t, read)
 		emit(ws)

@@ -6,7 +6,7 @@ import "os"
 // through Options.Progress: once when it knows what it will read, after
 // each file is read, and once per later phase.
 type Progress struct {
-	Phase      string // "reading", then "merging"
+	Phase      string // "reading", then "merging", then "aligning clocks" (unless Options.NoAlign)
 	Files      int    // files read so far
 	FilesTotal int    // files to read
 	Bytes      int64  // bytes of the files read so far (as stored, compressed or not)

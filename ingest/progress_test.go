@@ -8,7 +8,8 @@ import (
 )
 
 // TestProgress checks the Progress calls of Open over a directory of two
-// rank files: the start, one per file in order, then the merge.
+// rank files: the start, one per file in order, then the merge and the
+// clock alignment.
 func TestProgress(t *testing.T) {
 	dir := t.TempDir()
 	var size int64
@@ -32,6 +33,7 @@ func TestProgress(t *testing.T) {
 		{Phase: "reading", Files: 1, FilesTotal: 2, Bytes: first, BytesTotal: size},
 		{Phase: "reading", Files: 2, FilesTotal: 2, Bytes: size, BytesTotal: size},
 		{Phase: "merging", Files: 2, FilesTotal: 2, Bytes: size, BytesTotal: size},
+		{Phase: "aligning clocks", Files: 2, FilesTotal: 2, Bytes: size, BytesTotal: size},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("progress\n got %+v\nwant %+v", got, want)
