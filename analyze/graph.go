@@ -140,6 +140,10 @@ type graphMem struct {
 	ops    []gOp
 	opNode []int32
 	opRank [][]int32
+	// The what-if's step whose graph this memory holds (heldGraph), built
+	// by baselinePass; nil when none.
+	held      *stepBase
+	heldGraph *stepGraph
 }
 
 // grown returns s with length n, reusing its array when large enough;

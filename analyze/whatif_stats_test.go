@@ -226,3 +226,42 @@ func TestWhatIfStatsMedians(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayPlansReusesGraphs: replaying the plans on the graphs the
+// baseline pass left in its workers' memory predicts what graphs built
+// afresh for every step predict, for every step of a job and for one.
+func TestReplayPlansReusesGraphs(t *testing.T) {
+	c := sim.Config{Schedule: "interleaved", Stages: 4, DP: 2, MicroBatches: 8, Steps: 3, Jitter: 0.2, Seed: 9,
+		P2PLatencyUs: 10, P2PGbps: 100, SlowRanks: []sim.SlowRank{{Pipeline: 1, Stage: 2, Factor: 1.4}},
+		Stragglers: []sim.Straggler{{Step: -1, MicroBatch: 3, Stage: 1, Factor: 2}}}
+	tr, err := sim.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []int64{AllSteps, 1} {
+		ix := newIndex(tr, Options{Step: step})
+		var mem []graphMem
+		ok := baselinePass(ix, false, &mem)
+		held := 0
+		for _, m := range mem {
+			if m.held != nil {
+				held++
+			}
+		}
+		if held == 0 {
+			t.Fatalf("step %d: the baseline pass left no graph", step)
+		}
+		plans := newWhatIfStats(ix, ok).plans(ix)
+		got := replayPlans(ix, ok, plans, false, mem)
+		want := replayPlans(ix, ok, plans, false, nil)
+		if len(want) == 0 || len(want[0]) != len(ok) || want[0][0] <= 0 {
+			t.Fatalf("step %d: predictions %v", step, want)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("step %d: replays on the held graphs %v, on graphs built again %v", step, got, want)
+		}
+		if step == 1 && len(ok) != 1 {
+			t.Errorf("step 1: %d steps replayed", len(ok))
+		}
+	}
+}
