@@ -89,23 +89,29 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	for i := range accs {
 		accs[i] = xferAcc{lo: math.Inf(1), hi: math.Inf(-1), known: true}
 	}
-	each := func(fn func(a *xferAcc, b, d float64)) {
-		j := 0
-		for _, p := range xs {
-			for _, x := range p {
-				b, d := float64(x.bytes), float64(x.durNs)
-				fn(&accs[0], b, d)
-				fn(&accs[1+x.dir&1], b, d)
-				fn(&accs[grp[j]], b, d)
-				j++
-			}
+	j := 0
+	for _, p := range xs {
+		for _, x := range p {
+			b, d := float64(x.bytes), float64(x.durNs)
+			accs[0].add(b, d)
+			accs[1+x.dir&1].add(b, d)
+			accs[grp[j]].add(b, d)
+			j++
 		}
 	}
-	each((*xferAcc).add)
 	for i := range accs {
 		accs[i].center()
 	}
-	each((*xferAcc).addCentred)
+	j = 0
+	for _, p := range xs {
+		for _, x := range p {
+			b, d := float64(x.bytes), float64(x.durNs)
+			accs[0].addCentred(b, d)
+			accs[1+x.dir&1].addCentred(b, d)
+			accs[grp[j]].addCentred(b, d)
+			j++
+		}
+	}
 
 	// Durations and payloads partitioned by boundary.
 	off := make([]int, len(bkeys)+1)
@@ -117,7 +123,7 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	}
 	ds, bs := make([]int64, n), make([]int64, n)
 	next := slices.Clone(off[:len(bkeys)])
-	j := 0
+	j = 0
 	for _, p := range xs {
 		for _, x := range p {
 			b := grp[j] - 3

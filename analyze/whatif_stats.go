@@ -129,8 +129,13 @@ func newWhatIfStats(ix *index, ok []*stepBase) *whatIfStats {
 	for _, n := range flagged {
 		st.stragglrs += n
 	}
+	// Every rank's first row in the windows' order decides; once every
+	// rank of the trace is seen, the rest cannot add one.
 	seen := map[trace.Rank]bool{}
 	for _, w := range ix.windows {
+		if len(seen) == len(ix.tot.ranks) {
+			break
+		}
 		var last trace.Rank
 		for j, i := range w.rows {
 			r := t.Rank[i]
