@@ -86,16 +86,28 @@ func StageTimes(t *trace.Trace, opt Options) []StageTime {
 	}
 	ix := newIndex(t, opt)
 	p := ix.p
-	var out []StageTime
-	var sc p2pScratch
-	comp := make([][]int, p)
-	recv := make([][]interval, p)
-	lowest := make([]trace.Rank, p)
+	var wins []*window
 	for _, g := range ix.windows {
-		w := g.measured
-		if !w.Complete || w.EndNs <= w.StartNs {
-			continue
+		if w := g.measured; w.Complete && w.EndNs > w.StartNs {
+			wins = append(wins, g)
 		}
+	}
+	// Each window on some core, its stages in a block of out at its place.
+	type scratch struct {
+		sc     p2pScratch
+		comp   [][]int
+		recv   [][]interval
+		lowest []trace.Rank
+	}
+	scs := make([]scratch, workers(len(wins)))
+	for w := range scs {
+		scs[w] = scratch{comp: make([][]int, p), recv: make([][]interval, p), lowest: make([]trace.Rank, p)}
+	}
+	out := make([]StageTime, len(wins)*p)
+	forEach(len(wins), func(wk, k int) {
+		g, sc := wins[k], &scs[wk]
+		w := g.measured
+		comp, recv, lowest := sc.comp, sc.recv, sc.lowest
 		for st := 0; st < p; st++ {
 			comp[st], recv[st], lowest[st] = comp[st][:0], recv[st][:0], trace.NoRank
 		}
@@ -112,7 +124,7 @@ func StageTimes(t *trace.Trace, opt Options) []StageTime {
 				comp[st] = append(comp[st], i)
 			}
 		}
-		for _, tr := range matchTransfers(t, g.rows, &sc) {
+		for _, tr := range matchTransfers(t, g.rows, &sc.sc) {
 			if tr.recv < 0 || tr.durNs() <= 0 {
 				continue
 			}
@@ -121,9 +133,12 @@ func StageTimes(t *trace.Trace, opt Options) []StageTime {
 			}
 		}
 		for st := 0; st < p; st++ {
-			out = append(out, StageTime{Step: w.Step, Pipeline: w.Pipeline, Stage: st, Rank: lowest[st],
-				StartNs: w.StartNs, EndNs: w.EndNs, Segments: stageSegments(t, w.StartNs, w.EndNs, comp[st], recv[st])})
+			out[k*p+st] = StageTime{Step: w.Step, Pipeline: w.Pipeline, Stage: st, Rank: lowest[st],
+				StartNs: w.StartNs, EndNs: w.EndNs, Segments: stageSegments(t, w.StartNs, w.EndNs, comp[st], recv[st])}
 		}
+	})
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

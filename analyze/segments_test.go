@@ -8,9 +8,10 @@ import (
 	"github.com/ppprof/ppprof/trace"
 )
 
-// TestStageTimesAddUp checks that the segments tile every window and that,
-// summed per cause and averaged over windows, they are the stage summary's
-// busy time and idle split.
+// TestStageTimesAddUp checks that the stage times come in step, pipeline
+// and stage order (windows are cut on every core), that the segments tile
+// every window and that, summed per cause and averaged over windows, they
+// are the stage summary's busy time and idle split.
 func TestStageTimesAddUp(t *testing.T) {
 	cfgs := map[string]sim.Config{
 		"1f1b-p2p": {Schedule: "1f1b", Stages: 4, MicroBatches: 8, Steps: 2, P2PLatencyUs: 50, P2PGbps: 100, Jitter: 0.1, Seed: 3},
@@ -34,7 +35,13 @@ func TestStageTimesAddUp(t *testing.T) {
 				t.Fatalf("%d stage times, want %d", len(sts), p*len(rep.Steps))
 			}
 			sum := make([][6]float64, p)
-			for _, st := range sts {
+			for i, st := range sts {
+				if i > 0 {
+					a := sts[i-1]
+					if a.Step > st.Step || a.Step == st.Step && (a.Pipeline > st.Pipeline || a.Pipeline == st.Pipeline && a.Stage >= st.Stage) {
+						t.Fatalf("stage times out of order: (%d, %d, %d) before (%d, %d, %d)", a.Step, a.Pipeline, a.Stage, st.Step, st.Pipeline, st.Stage)
+					}
+				}
 				cur := st.StartNs
 				for _, sg := range st.Segments {
 					if sg.StartNs != cur || sg.EndNs <= sg.StartNs {

@@ -116,22 +116,55 @@ func buildProfile(t *trace.Trace, sts []analyze.StageTime) *profile.Profile {
 		locs[name] = l
 		return l
 	}
-	// 3. Samples, leaf first.
-	for _, k := range keys {
-		var stack []*profile.Location
-		s := &profile.Sample{Value: []int64{sums[k]}, Label: map[string][]string{
-			"step": {itoa(k.step)}, "pipeline": {itoa(int64(k.pipeline))}, "stage": {itoa(int64(k.stage))}, "rank": {itoa(int64(k.rank))}}}
+	// 3. Samples, leaf first. A job's samples share few label values and
+	// frames: each made once (the profile only reads them).
+	vals := map[int64][]string{}
+	val := func(x int64) []string {
+		v, ok := vals[x]
+		if !ok {
+			v = []string{itoa(x)}
+			vals[x] = v
+		}
+		return v
+	}
+	type frameKey struct {
+		what string
+		x    int64
+	}
+	frames := map[frameKey]*profile.Location{}
+	frame := func(what string, x int64) *profile.Location {
+		l, ok := frames[frameKey{what, x}]
+		if !ok {
+			l = loc(what + " " + itoa(x))
+			frames[frameKey{what, x}] = l
+		}
+		return l
+	}
+	kinds := map[trace.Kind]*profile.Location{}
+	samples := make([]profile.Sample, len(keys))
+	values := make([]int64, len(keys))
+	for i, k := range keys {
+		s := &samples[i]
+		values[i] = sums[k]
+		s.Value = values[i : i+1 : i+1]
+		s.Label = map[string][]string{"step": val(k.step), "pipeline": val(int64(k.pipeline)), "stage": val(int64(k.stage)), "rank": val(int64(k.rank))}
+		stack := make([]*profile.Location, 0, 4)
 		if k.cause == analyze.CauseBusy {
 			if k.mb >= 0 {
-				stack = append(stack, loc(fmt.Sprintf("mb %d", k.mb)))
-				s.Label["microbatch"] = []string{itoa(int64(k.mb))}
+				stack = append(stack, frame("mb", int64(k.mb)))
+				s.Label["microbatch"] = val(int64(k.mb))
 			}
-			stack = append(stack, loc(k.kind.String()))
-			s.Label["chunk"] = []string{itoa(int64(k.chunk))}
+			kl, ok := kinds[k.kind]
+			if !ok {
+				kl = loc(k.kind.String())
+				kinds[k.kind] = kl
+			}
+			stack = append(stack, kl)
+			s.Label["chunk"] = val(int64(k.chunk))
 		} else {
 			stack = append(stack, loc(idleFrame[k.cause]))
 		}
-		stack = append(stack, loc(fmt.Sprintf("stage %d", k.stage)), loc(fmt.Sprintf("pipeline %d", k.pipeline)))
+		stack = append(stack, frame("stage", int64(k.stage)), frame("pipeline", int64(k.pipeline)))
 		s.Location = stack
 		p.Sample = append(p.Sample, s)
 	}
