@@ -44,10 +44,11 @@ type Options struct {
 	// faster than decoding files. 0 packs none.
 	PackBytes int64
 
-	// untilSchedule stops the analysis after the schedule identification:
-	// the job's shape and the identified schedule, all RunWhatIf reads of
-	// the report it starts from, without the replays and stragglers the
-	// rest of the report costs.
+	// untilSchedule runs only what the schedule identification and the
+	// op groups need, and stops after them: the job's shape and the
+	// identified schedule, all RunWhatIf reads of the report it starts
+	// from (and the op groups it uses), without the statistics, memory,
+	// replays and stragglers the rest of the report costs.
 	untilSchedule bool
 }
 
@@ -227,8 +228,17 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	pass("stages")
 	ix.compCache, ix.compGen = make([]compCache, workers(len(ix.windows))), 1
 	cs, collect := conformanceCollect(ix)
-	imb, sums := imbalanceSums(ix)
 	og := newOpGroupsBuilder(ix)
+	if opt.untilSchedule {
+		// What the schedule identification and the op groups need only.
+		ix.visitColumns(stagesColumns, collect, og.countVisit())
+		ix.endVisit()
+		pass("schedule")
+		ix.visitColumns(scheduleColumns, cs.identifyVisit(&rep.Schedule), og.fillVisit())
+		ix.endVisit()
+		return rep, nil
+	}
+	imb, sums := imbalanceSums(ix)
 	ix.visitColumns(stagesColumns, statsVisit(ix, rep), memoryVisit(ix, rep), collect, sums, og.countVisit())
 	ix.endVisit()
 	for i := range rep.Stages {
@@ -238,9 +248,6 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	pass("schedule")
 	ix.visitColumns(scheduleColumns, cs.identifyVisit(&rep.Schedule), og.fillVisit())
 	ix.endVisit()
-	if opt.untilSchedule {
-		return rep, nil
-	}
 	rep.Bubble.Theoretical = theoretical(ix, rep)
 	// Imbalance and the gap attribution re-time every window: one replay
 	// per window serves both.
