@@ -560,7 +560,7 @@ func (b *bench) whatIf() func() {
 	return func() {
 		n := float64(b.events)
 		row(fmt.Sprintf("ppprof whatif DIR (fresh process), %d cores", b.procs), rate(n, s, "events/s"),
-			fmt.Sprintf("%.1f s, %d runs; peak RSS %.2f GB; the analysis, then every step's graph built and re-timed twice (measured, then each scenario)",
+			fmt.Sprintf("%.1f s, %d runs; peak RSS %.2f GB; the analysis up to the schedule, then every step's graph built and re-timed (measured), then re-timed per scenario (built again but for the last step each core built)",
 				s.med, min(runs, 3), float64(rss)/1e9))
 	}
 }
