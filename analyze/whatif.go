@@ -80,7 +80,18 @@ type WhatIfOptions struct {
 	// and the job's shape from it instead of analysing the trace again.
 	// Nil: RunWhatIf runs the analysis.
 	Analysis *Report
+	// Progress, when set, is called from the goroutine that called
+	// RunWhatIf as each phase starts (WhatIfPhases: the analysis, the
+	// baseline replays, the statistics, the scenarios' replays, the new
+	// schedules): done of total phases are finished and phase names the
+	// next ("" after the last). For a progress bar; it does not change the
+	// result.
+	Progress func(done, total int, phase string)
 }
+
+// WhatIfPhases are the phases RunWhatIf reports to WhatIfOptions.Progress,
+// in order.
+var WhatIfPhases = []string{"analysis", "baseline replays", "statistics", "scenario replays", "new schedules"}
 
 // WhatIf is the result of RunWhatIf. Times are ms.
 type WhatIf struct {
@@ -153,6 +164,18 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 	if t.Len() == 0 {
 		return nil, fmt.Errorf("trace has no events")
 	}
+	phase := 0
+	next := func() {
+		if opt.Progress != nil {
+			name := ""
+			if phase < len(WhatIfPhases) {
+				name = WhatIfPhases[phase]
+			}
+			opt.Progress(phase, len(WhatIfPhases), name)
+		}
+		phase++
+	}
+	next()
 	ix := newIndex(t, Options{Step: step})
 	rep := opt.Analysis
 	if rep == nil {
@@ -171,6 +194,7 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 
 	// 2. Baseline pass.
 	// The graphs' memory, per worker, serves both passes that build them.
+	next()
 	var mem []graphMem
 	base := baselinePass(ix, opt.NoLaunchDelays, &mem)
 	for _, s := range base {
@@ -197,10 +221,12 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 	wi.CriticalPath = pathSummary(ok, ix.p)
 
 	// 3. Changes.
+	next()
 	st := newWhatIfStats(ix, ok)
 	plans := st.plans(ix)
 
 	// 4. Replays that keep the order, then new schedules.
+	next()
 	pred := replayPlans(ix, ok, plans, opt.NoLaunchDelays, mem)
 	results := map[string]Scenario{}
 	for k, pl := range plans {
@@ -212,6 +238,7 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 		}
 		results[pl.name] = sc
 	}
+	next()
 	for _, sc := range st.schedules(wi) {
 		results[sc.Name] = sc
 	}
@@ -228,6 +255,7 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 		}
 	}
 	wi.Verdict = st.verdict(wi.ReplayStepMs, results[ScenarioBalanced], results[ScenarioSlowWorkerFixed])
+	next()
 	return wi, nil
 }
 

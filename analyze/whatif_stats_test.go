@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 
@@ -263,5 +264,39 @@ func TestReplayPlansReusesGraphs(t *testing.T) {
 		if step == 1 && len(ok) != 1 {
 			t.Errorf("step 1: %d steps replayed", len(ok))
 		}
+	}
+}
+
+// TestWhatIfProgress: RunWhatIf reports each phase as it starts, in
+// order, then the end; the prediction is the one made without a callback.
+func TestWhatIfProgress(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, DP: 2, MicroBatches: 6, Steps: 2, Jitter: 0.1, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type call struct {
+		done, total int
+		phase       string
+	}
+	var got []call
+	wi, err := RunWhatIf(tr, WhatIfOptions{Step: AllSteps, Progress: func(done, total int, phase string) {
+		got = append(got, call{done, total, phase})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []call
+	for k, name := range append(slices.Clone(WhatIfPhases), "") {
+		want = append(want, call{k, len(WhatIfPhases), name})
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("progress calls %v, want %v", got, want)
+	}
+	plain, err := RunWhatIf(tr, WhatIfOptions{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(wi, plain) {
+		t.Errorf("the what-if with progress differs from the one without")
 	}
 }

@@ -98,7 +98,7 @@ func exportRun(opts *exportOptions) error {
 		if err := checkFitsWhole(opts.paths, "export reads its input whole; give --step N (one step is read, a few pipeline replicas at a time), or export fewer files at a time (a pipeline replica's rank files)"); err != nil {
 			return err
 		}
-		res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+		res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
 		if err != nil {
 			return err
 		}

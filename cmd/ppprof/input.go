@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/ppprof/ppprof/ingest"
@@ -74,18 +73,6 @@ func checkFRFits(paths []string) error {
 
 // gib shows a size in GiB.
 func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
-
-// openTraces reads and merges paths, printing input warnings to stderr
-// unless quiet.
-func openTraces(paths []string, quiet bool, stderr io.Writer) (*ingest.Result, error) {
-	opt := ingest.Options{}
-	if !quiet {
-		l := newWarnLimiter(stderr, nil)
-		opt.Warn = l.warn
-		defer l.flush()
-	}
-	return ingest.Open(paths, opt)
-}
 
 func describePaths(paths []string) string {
 	if len(paths) <= 3 {

@@ -123,9 +123,12 @@ func (p *progress) done() {
 	}
 }
 
-// openWithProgress is openTracesMapped with a progress bar over the files
-// read (their count and bytes), on stderr when it is a terminal and quiet
-// is false. Warnings erase the bar before they are printed.
+// openWithProgress reads and merges paths (--map rules applied to profiler
+// traces) for a command that reads its input whole, with a progress bar
+// over the files read (their count and bytes) on stderr when it is a
+// terminal and quiet is false, and input warnings printed unless quiet
+// (they erase the bar first). It sets the memory limit and the collector's
+// pace for the read (setMemoryLimit, readGCPercent).
 func openWithProgress(paths, rules []string, quiet bool, stderr io.Writer) (*ingest.Result, error) {
 	setMemoryLimit()
 	parsed, err := parseMapRules(rules)
@@ -183,8 +186,16 @@ func readingOptions(stderr io.Writer, quiet bool) (ingest.Options, *progress) {
 // passes of analyze.Run as a bar, and the bar (to be done when Run
 // returns).
 func analyzeProgress(stderr io.Writer, quiet bool) (func(done, total int, pass string), *progress) {
-	prog := newProgress(stderr, "analyzing", 0, "passes", quiet)
-	return func(done, total int, pass string) {
-		prog.update(func() { prog.total, prog.cur, prog.note = int64(total), int64(done), pass })
+	return stepsProgress(stderr, quiet, "analyzing", "passes")
+}
+
+// stepsProgress returns a callback that draws done of total steps (in
+// unit), the one under way named, as a bar labelled label (the phases of
+// analyze.RunWhatIf, for one), and the bar, to be done when the work
+// returns.
+func stepsProgress(stderr io.Writer, quiet bool, label, unit string) (func(done, total int, name string), *progress) {
+	prog := newProgress(stderr, label, 0, unit, quiet)
+	return func(done, total int, name string) {
+		prog.update(func() { prog.total, prog.cur, prog.note = int64(total), int64(done), name })
 	}, prog
 }

@@ -123,7 +123,10 @@ func reportRun(opts *reportOptions) error {
 	}
 	if opts.html != "" {
 		hopt := report.HTMLOptions{Step: step, Hang: in.hang()}
-		if wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Analysis: rep}); err == nil {
+		onPhase, bar := stepsProgress(opts.stderr, opts.quiet, "what-if", "phases")
+		wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Analysis: rep, Progress: onPhase})
+		bar.done()
+		if err == nil {
 			hopt.WhatIf = wi
 		} else if !opts.quiet {
 			fmt.Fprintf(opts.stderr, "ppprof: warning: no what-if section: %v\n", err)
@@ -150,12 +153,14 @@ func reportWhole(opts *reportOptions, step int64) (reportInput, error) {
 	if err := checkFitsWhole(opts.paths, "report reads its input whole; give --step N (one step is drawn, the trace read a few pipeline replicas at a time), use ppprof analyze (which streams) for the numbers, or report on fewer files (a pipeline replica's rank files)"); err != nil {
 		return reportInput{}, err
 	}
-	res, err := openTracesMapped(opts.paths, opts.maps, opts.quiet, opts.stderr)
+	res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
 	if err != nil {
 		return reportInput{}, err
 	}
 	t := res.Trace
-	rep, err := analyze.Run(t, analyze.Options{Step: step})
+	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
+	rep, err := analyze.Run(t, analyze.Options{Step: step, Progress: onPass})
+	bar.done()
 	if err != nil {
 		return reportInput{}, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}

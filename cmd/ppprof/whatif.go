@@ -107,7 +107,9 @@ func whatIfRun(opts *whatIfOptions) error {
 		return err
 	}
 	defer collectOften()()
-	wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Scenarios: opts.scenarios})
+	onPhase, bar := stepsProgress(opts.stderr, opts.quiet, "what-if", "phases")
+	wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Scenarios: opts.scenarios, Progress: onPhase})
+	bar.done()
 	if err != nil {
 		return fmt.Errorf("what-if on %s: %w", describePaths(opts.paths), err)
 	}
@@ -120,7 +122,7 @@ func whatIfWhole(opts *whatIfOptions) (*trace.Trace, error) {
 	if err := checkFitsWhole(opts.paths, "whatif reads its input whole; give --step N (one step is read, a few pipeline replicas at a time), give it the files of fewer pipeline replicas, or use ppprof analyze, which streams"); err != nil {
 		return nil, err
 	}
-	res, err := openTraces(opts.paths, opts.quiet, opts.stderr)
+	res, err := openWithProgress(opts.paths, nil, opts.quiet, opts.stderr)
 	if err != nil {
 		return nil, err
 	}
