@@ -410,29 +410,16 @@ func selectPairIn[T cmp.Ordered](bs [][]T, n, k int, scratch []T) (below, at T) 
 
 // selectMedian returns the median of xs (the mean of the two middle values
 // when len(xs) is even; 0 when empty), reordering xs.
-func selectMedian(xs []float64) float64 {
-	n := len(xs)
-	if n == 0 {
-		return 0
-	}
-	hi := selectKth(xs, n/2)
-	if n%2 == 1 {
-		return hi
-	}
-	// After selection xs[:n/2] holds the n/2 smallest: the lower middle
-	// value is their maximum.
-	lo := xs[0]
-	for _, x := range xs[1 : n/2] {
-		lo = max(lo, x)
-	}
-	return (lo + hi) / 2
-}
+func selectMedian(xs []float64) float64 { return medianOf(xs) }
 
 // medianNs is selectMedian of durations (or byte counts) as float64: the
 // same value as selectMedian of the converted list (the conversion keeps
 // the order, so the middle values are the converted middle values),
 // selected on the integers. xs is reordered.
-func medianNs(xs []int64) float64 {
+func medianNs(xs []int64) float64 { return medianOf(xs) }
+
+// medianOf is selectMedian and medianNs.
+func medianOf[T ~int64 | ~float64](xs []T) float64 {
 	n := len(xs)
 	if n == 0 {
 		return 0
@@ -441,6 +428,8 @@ func medianNs(xs []int64) float64 {
 	if n%2 == 1 {
 		return float64(hi)
 	}
+	// After selection xs[:n/2] holds the n/2 smallest: the lower middle
+	// value is their maximum.
 	lo := xs[0]
 	for _, x := range xs[1 : n/2] {
 		lo = max(lo, x)

@@ -89,29 +89,11 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	for i := range accs {
 		accs[i] = xferAcc{lo: math.Inf(1), hi: math.Inf(-1), known: true}
 	}
-	j := 0
-	for _, p := range xs {
-		for _, x := range p {
-			b, d := float64(x.bytes), float64(x.durNs)
-			accs[0].add(b, d)
-			accs[1+x.dir&1].add(b, d)
-			accs[grp[j]].add(b, d)
-			j++
-		}
-	}
+	sumGroups(accs, xs, grp, false)
 	for i := range accs {
 		accs[i].center()
 	}
-	j = 0
-	for _, p := range xs {
-		for _, x := range p {
-			b, d := float64(x.bytes), float64(x.durNs)
-			accs[0].addCentred(b, d)
-			accs[1+x.dir&1].addCentred(b, d)
-			accs[grp[j]].addCentred(b, d)
-			j++
-		}
-	}
+	sumGroups(accs, xs, grp, true)
 
 	// Durations and payloads partitioned by boundary.
 	off := make([]int, len(bkeys)+1)
@@ -123,7 +105,7 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	}
 	ds, bs := make([]int64, n), make([]int64, n)
 	next := slices.Clone(off[:len(bkeys)])
-	j = 0
+	j := 0
 	for _, p := range xs {
 		for _, x := range p {
 			b := grp[j] - 3
@@ -167,6 +149,26 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	m.byDir[0], m.byDir[1] = accs[1].fit(med[1].dur, med[1].bytes), accs[2].fit(med[2].dur, med[2].bytes)
 	m.all = accs[0].fit(med[0].dur, med[0].bytes)
 	return m
+}
+
+// sumGroups is one of fitP2P's passes over the transfers xs (grp: each
+// one's boundary group): each adds to its three groups (all, its
+// direction, its boundary), centred on the second pass.
+func sumGroups(accs []xferAcc, xs [][]xferSample, grp []int32, centred bool) {
+	j := 0
+	for _, p := range xs {
+		for _, x := range p {
+			b, d := float64(x.bytes), float64(x.durNs)
+			for _, g := range [3]int32{0, 1 + int32(x.dir&1), grp[j]} {
+				if centred {
+					accs[g].addCentred(b, d)
+				} else {
+					accs[g].add(b, d)
+				}
+			}
+			j++
+		}
+	}
 }
 
 // xferAcc is what fitP2P sums of one group of transfers (see p2pModel).
