@@ -161,43 +161,69 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	// domains, or, for a collective of many files (a data-parallel or
 	// world group of a fleet), each against the lowest one (4096 dumps
 	// would make 8.4M pairs a collective). Collectives of the same domains
-	// (a group's) share their pairs' lists, found once.
-	diffs := make(map[[2]int]*[]int64) // (a, b) -> x_b - x_a estimates
-	pairsOf := map[string][]*[]int64{}
+	// (a group's) share their pairs' lists, found once. The collectives of
+	// each set of domains are counted first, and every pair's list cut at
+	// its size from one array: grown append by append, the lists were 3.3 s
+	// of the 7.6 s of aligning a 16384-rank job's dumps.
+	diffs := map[[2]int]int32{} // (a, b) -> its list in lists: x_b - x_a estimates
+	var want []int              // per list, its estimates
+	pairsOf := map[string]int32{}
+	var setSlots [][]int32 // per set of domains, its pairs' lists in the order of a collective's pairs
+	var setN []int         // per set, its collectives
+	setOf := make([]int32, len(ends))
 	var sig []byte
-	for _, l := range ends {
+	for x, l := range ends {
 		slices.SortFunc(l, func(x, y domEnd) int { return cmp.Compare(x.d, y.d) })
 		sig = sig[:0]
 		for _, e := range l {
 			sig = binary.AppendUvarint(sig, uint64(e.d))
 		}
-		star := len(l) > allPairsDomains
-		slots, ok := pairsOf[string(sig)]
+		set, ok := pairsOf[string(sig)]
 		if !ok {
-			slot := func(a, b int) *[]int64 {
-				k := [2]int{a, b}
-				if diffs[k] == nil {
-					diffs[k] = new([]int64)
-				}
-				return diffs[k]
-			}
+			var slots []int32
 			for i := range l {
 				for j := i + 1; j < len(l); j++ {
-					slots = append(slots, slot(l[i].d, l[j].d))
+					k := [2]int{l[i].d, l[j].d}
+					id, ok := diffs[k]
+					if !ok {
+						id = int32(len(want))
+						diffs[k] = id
+						want = append(want, 0)
+					}
+					slots = append(slots, id)
 				}
-				if star {
+				if len(l) > allPairsDomains {
 					break
 				}
 			}
-			pairsOf[string(sig)] = slots
+			set = int32(len(setSlots))
+			pairsOf[string(sig)] = set
+			setSlots, setN = append(setSlots, slots), append(setN, 0)
 		}
+		setOf[x] = set
+		setN[set]++
+	}
+	total := 0
+	for set, slots := range setSlots {
+		for _, id := range slots {
+			want[id] += setN[set]
+			total += setN[set]
+		}
+	}
+	lists := make([][]int64, len(want))
+	flat := make([]int64, total)
+	for id, w := range want {
+		lists[id], flat = flat[:0:w], flat[w:]
+	}
+	for x, l := range ends {
+		slots := setSlots[setOf[x]]
 		p := 0
 		for i := range l {
 			for j := i + 1; j < len(l); j++ {
-				*slots[p] = append(*slots[p], l[i].end-l[j].end)
+				lists[slots[p]] = append(lists[slots[p]], l[i].end-l[j].end)
 				p++
 			}
-			if star {
+			if len(l) > allPairsDomains {
 				break
 			}
 		}
@@ -217,11 +243,11 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	}
 	meds := make([][2]int64, len(keys))
 	eachParallel(len(keys), func(i int) {
-		med, mad := medianMAD(*diffs[keys[i]])
+		med, mad := medianMAD(lists[diffs[keys[i]]])
 		meds[i] = [2]int64{med, mad}
 	})
 	for i, k := range keys {
-		ds, med, mad := *diffs[k], meds[i][0], meds[i][1]
+		ds, med, mad := lists[diffs[k]], meds[i][0], meds[i][1]
 		adj[k[0]] = append(adj[k[0]], edge{k[1], med, len(ds), mad})
 		adj[k[1]] = append(adj[k[1]], edge{k[0], -med, len(ds), mad})
 	}
