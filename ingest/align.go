@@ -136,15 +136,36 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 			fn(i, d, lastID, seq)
 		}
 	}
+	// The first pass also counts each group's domains (rows come rank by
+	// rank: a domain's rows together, or a domain counted again, which
+	// only wastes room), the most ends a collective of the group can have:
+	// each collective's list is cut at that size from blocks of one
+	// array, not grown end by end (a 16384-rank job's dumps: 1 s).
 	var seqs seqindex.Ranges
-	each(func(_, _ int, gid int32, seq int64) { seqs.Note(gid, seq) })
+	var groupDoms, lastDom []int
+	each(func(_, d int, gid int32, seq int64) {
+		seqs.Note(gid, seq)
+		for int(gid) >= len(groupDoms) {
+			groupDoms, lastDom = append(groupDoms, 0), append(lastDom, -1)
+		}
+		if lastDom[gid] != d {
+			lastDom[gid] = d
+			groupDoms[gid]++
+		}
+	})
 	index := seqs.Build(true) // collective -> its list in ends
+	var block []domEnd
 	each(func(i, d int, gid int32, seq int64) {
 		x, ok := index.Get(gid, seq)
 		if !ok {
 			x = int32(len(ends))
 			index.Put(gid, seq, x)
-			ends = append(ends, nil)
+			n := groupDoms[gid]
+			if n > len(block) {
+				block = make([]domEnd, max(n, 1<<16))
+			}
+			ends = append(ends, block[:0:n])
+			block = block[n:]
 		}
 		l := ends[x]
 		// A domain's rows of one collective are usually together: its
