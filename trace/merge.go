@@ -80,27 +80,38 @@ func (t *Trace) Permute(idx []int) *Trace {
 // second copy of the columns, which Permute makes. Slices of t's columns
 // taken before see the rows moved.
 func (t *Trace) DropRows(drop []bool) {
-	t.Rank = dropRows(t.Rank, drop)
-	t.Pipeline = dropRows(t.Pipeline, drop)
-	t.Stage = dropRows(t.Stage, drop)
-	t.TPRank = dropRows(t.TPRank, drop)
-	t.Chunk = dropRows(t.Chunk, drop)
-	t.Step = dropRows(t.Step, drop)
-	t.MicroBatch = dropRows(t.MicroBatch, drop)
-	t.Kind = dropRows(t.Kind, drop)
-	t.Seq = dropRows(t.Seq, drop)
-	t.IssueNs = dropRows(t.IssueNs, drop)
-	t.StartNs = dropRows(t.StartNs, drop)
-	t.EndNs = dropRows(t.EndNs, drop)
-	t.Peer = dropRows(t.Peer, drop)
-	t.Bytes = dropRows(t.Bytes, drop)
-	t.Shape = dropRows(t.Shape, drop)
-	t.Dtype = dropRows(t.Dtype, drop)
-	t.Tokens = dropRows(t.Tokens, drop)
-	t.Flops = dropRows(t.Flops, drop)
-	t.MemBytes = dropRows(t.MemBytes, drop)
-	t.Group = dropRows(t.Group, drop)
-	t.GroupSeq = dropRows(t.GroupSeq, drop)
+	// Column by column, on every core for a large trace (each column is
+	// one pass over drop and its own memory).
+	cols := [...]func(){
+		func() { t.Rank = dropRows(t.Rank, drop) },
+		func() { t.Pipeline = dropRows(t.Pipeline, drop) },
+		func() { t.Stage = dropRows(t.Stage, drop) },
+		func() { t.TPRank = dropRows(t.TPRank, drop) },
+		func() { t.Chunk = dropRows(t.Chunk, drop) },
+		func() { t.Step = dropRows(t.Step, drop) },
+		func() { t.MicroBatch = dropRows(t.MicroBatch, drop) },
+		func() { t.Kind = dropRows(t.Kind, drop) },
+		func() { t.Seq = dropRows(t.Seq, drop) },
+		func() { t.IssueNs = dropRows(t.IssueNs, drop) },
+		func() { t.StartNs = dropRows(t.StartNs, drop) },
+		func() { t.EndNs = dropRows(t.EndNs, drop) },
+		func() { t.Peer = dropRows(t.Peer, drop) },
+		func() { t.Bytes = dropRows(t.Bytes, drop) },
+		func() { t.Shape = dropRows(t.Shape, drop) },
+		func() { t.Dtype = dropRows(t.Dtype, drop) },
+		func() { t.Tokens = dropRows(t.Tokens, drop) },
+		func() { t.Flops = dropRows(t.Flops, drop) },
+		func() { t.MemBytes = dropRows(t.MemBytes, drop) },
+		func() { t.Group = dropRows(t.Group, drop) },
+		func() { t.GroupSeq = dropRows(t.GroupSeq, drop) },
+	}
+	if len(drop) < 1<<16 {
+		for _, f := range cols {
+			f()
+		}
+		return
+	}
+	parallelBlocks(len(cols), func(c int) { cols[c]() })
 }
 
 // dropRows moves s[i] for !drop[i] to the front of s, in order, a run of
