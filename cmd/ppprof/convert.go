@@ -37,7 +37,7 @@ docs/formats.md for the mapping rules.`,
 	}
 	cmd.Flags().StringVarP(&opts.out, "output", "o", "", "the Arrow file to write")
 	cmd.Flags().StringVar(&opts.compression, "compression", "", "record batch compression: none, lz4 or zstd")
-	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
 	addMapFlag(cmd, &opts.maps)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd

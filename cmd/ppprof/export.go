@@ -57,7 +57,7 @@ of a trace too large to read whole, only step N's events are then read
 	f.StringVar(&opts.perfetto, "perfetto", "", "write Chrome trace-event JSON (Perfetto) to FILE")
 	f.StringVar(&opts.parquet, "parquet", "", "write Parquet files under DIR")
 	f.StringVar(&opts.step, "step", "all", "the step to export (a number), or all")
-	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
 	f.StringVar(&opts.stream, "stream", "auto", "with --step N, read only that step's events, a few pipeline replicas at a time: auto, always or never")
 	f.StringVar(&opts.memory, "max-memory", "", "memory the export may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	addMapFlag(cmd, &opts.maps)

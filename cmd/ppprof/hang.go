@@ -59,7 +59,7 @@ Exit status: 4 for deadlock, stalled or mismatch; 0 for ok and for incomplete
 		},
 	}
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text or json")
-	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input or an incomplete dump")
+	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input or an incomplete dump, nor the progress line")
 	cmd.Flags().Int64Var(&opts.dumpNs, "dump-ns", 0, "when the dump was written, on the trace's time base (0: the latest timestamp in the trace)")
 	cmd.Flags().IntVar(&opts.worldSize, "world-size", 0, "ranks in the job (0: the trace's world_size metadata); ranks without events are absent")
 	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "read the input a few pipeline replicas at a time (for traces larger than memory): auto, always or never")

@@ -73,7 +73,7 @@ docs/report.md.`,
 	f.IntVar(&opts.height, "height", 0, "PNG height, pixels (0: fit the panels)")
 	f.StringVar(&opts.panels, "panels", "all", "PNG panels, comma-separated: timeline, waterfall, stages, memory (or all)")
 	f.StringVar(&opts.step, "step", "all", "the step to analyse and draw (a number), or all")
-	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
 	f.StringVar(&opts.stream, "stream", "auto", "with --step N, read the input a few pipeline replicas at a time, keeping only that step's events (for traces too large to read whole): auto, always or never")
 	f.StringVar(&opts.memory, "max-memory", "", "memory the report may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	addMapFlag(cmd, &opts.maps)

@@ -58,7 +58,7 @@ step N's events: the what-if of one step of a fleet-sized job.`,
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, json or markdown")
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")
 	cmd.Flags().StringArrayVar(&opts.scenarios, "scenario", nil, "a scenario to report (repeatable; default all)")
-	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input")
+	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
 	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "with --step N, read only that step's events, a few pipeline replicas at a time (for traces too large to read whole): auto, always or never")
 	cmd.Flags().StringVar(&opts.memory, "max-memory", "", "memory the what-if may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	return cmd
