@@ -107,7 +107,10 @@ type Options struct {
 	// trace does not come from such dumps.
 	Dumps map[trace.Rank]Dump
 	// Progress, when not nil, is called by RunChunks before it reads each
-	// chunk (done chunks of total); Run does not call it.
+	// chunk (done chunks of total), and by Run as each of its phases starts
+	// (done of RunPhases, then RunPhases of RunPhases at the end), from
+	// the calling goroutine. For a progress bar; it does not change the
+	// report.
 	Progress func(done, total int)
 }
 
@@ -298,6 +301,12 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 	if t == nil || t.Len() == 0 {
 		return nil, errors.New("hang: trace has no events")
 	}
+	phase := func(done int) {
+		if opt.Progress != nil {
+			opt.Progress(done, RunPhases)
+		}
+	}
+	phase(0) // the ranks indexed
 	a, err := indexRanks(t, opt, true)
 	if err == errUnsorted {
 		t = sortedCopy(t)
@@ -307,6 +316,8 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 		return nil, err
 	}
 	a.scanRanks() // 1
+	// Matching sends and receives, then collectives.
+	phase(1)
 	// The schedule check reads only the rows and the ranks' row ranges,
 	// and writes only its divergences: it runs beside matching, and its
 	// notes take their place after.
@@ -327,11 +338,17 @@ func Run(t *trace.Trace, opt Options) (*Report, error) {
 		panic(progPanic)
 	}
 	a.rep.Notes = append(a.rep.Notes, a.progNotes...)
+	// The wait-for graph, the verdict.
+	phase(2)
 	a.buildGraph()        // 5
 	a.collectMismatches() // 2, 5: the list
 	a.decide()            // 6
+	phase(RunPhases)
 	return a.rep, nil
 }
+
+// RunPhases is the number of phases Run reports to Options.Progress.
+const RunPhases = 3
 
 // sortedByRankSeq reports whether t's rows are ordered by (rank, seq).
 func sortedByRankSeq(t *trace.Trace) bool {

@@ -1,6 +1,7 @@
 package hang_test
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -420,5 +421,34 @@ func TestComputeGroup(t *testing.T) {
 	rc := rep.RootCause
 	if rep.Verdict != hang.VerdictStalled || rc.Rank != 1 || rc.Reason != "stopped_in_compute" || !slices.Equal(rc.Candidates, []trace.Rank{0, 1}) {
 		t.Errorf("verdict %s root %+v", rep.Verdict, rc)
+	}
+}
+
+// TestRunProgress: Run reports its phases in order, then the end, and
+// the report is the one made without a callback.
+func TestRunProgress(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, DP: 2, TP: 2, MicroBatches: 8, Steps: 2,
+		Faults: []sim.Fault{{Kind: sim.FaultSkip, Rank: 9, Step: 1, MicroBatch: 5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][2]int
+	rep, err := hang.Run(tr, hang.Options{Progress: func(done, total int) { got = append(got, [2]int{done, total}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [][2]int
+	for k := range hang.RunPhases + 1 {
+		want = append(want, [2]int{k, hang.RunPhases})
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("progress calls %v, want %v", got, want)
+	}
+	plain, err := hang.Run(tr, hang.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rep, plain) {
+		t.Error("the report with progress differs from the one without")
 	}
 }

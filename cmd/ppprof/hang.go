@@ -121,7 +121,10 @@ func hangWhole(opts *hangOptions) (*hang.Report, error) {
 	}
 	hopt := hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(res.Files)}
 	hopt.Groups, hopt.Dumps = hangComms(res.Comms)
+	var bar *progress
+	hopt.Progress, bar = countProgress(opts.stderr, opts.quiet, "diagnosing", "phases")
 	rep, err := hang.Run(res.Trace, hopt)
+	bar.done()
 	if err != nil {
 		return nil, fmt.Errorf("diagnosing %s: %w", describePaths(opts.paths), err)
 	}

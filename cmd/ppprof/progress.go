@@ -189,6 +189,13 @@ func analyzeProgress(stderr io.Writer, quiet bool) (func(done, total int, pass s
 	return stepsProgress(stderr, quiet, "analyzing", "passes")
 }
 
+// countProgress is stepsProgress for work that names no step (hang.Run's
+// phases, for one).
+func countProgress(stderr io.Writer, quiet bool, label, unit string) (func(done, total int), *progress) {
+	on, prog := stepsProgress(stderr, quiet, label, unit)
+	return func(done, total int) { on(done, total, "") }, prog
+}
+
 // stepsProgress returns a callback that draws done of total steps (in
 // unit), the one under way named, as a bar labelled label (the phases of
 // analyze.RunWhatIf, for one), and the bar, to be done when the work

@@ -218,7 +218,10 @@ func reportStep(opts *reportOptions, step int64, plan streamPlan) (reportInput, 
 func hangReport(t *trace.Trace, res *ingest.Result, stderr io.Writer, quiet bool) *hang.Report {
 	hopt := hang.Options{Files: hangFiles(res.Files)}
 	hopt.Groups, hopt.Dumps = hangComms(res.Comms)
+	var bar *progress
+	hopt.Progress, bar = countProgress(stderr, quiet, "diagnosing", "phases")
 	h, err := hang.Run(t, hopt)
+	bar.done()
 	if err != nil {
 		if !quiet {
 			fmt.Fprintf(stderr, "ppprof: warning: no hang section: %v\n", err)
