@@ -310,7 +310,7 @@ func medianMAD(xs, buf []float64) (med, mad float64, _ []float64) {
 	return med, medianIn(buf, xs), buf // xs, no longer needed, as scratch
 }
 
-// medianIn is selectMedian using scratch (len(scratch) >= len(xs)) so
+// medianIn is medianOf using scratch (len(scratch) >= len(xs)) so
 // that a large xs is mostly left alone (selectPair).
 func medianIn[T float64 | int64](xs, scratch []T) T {
 	n := len(xs)
@@ -408,17 +408,14 @@ func selectPairIn[T cmp.Ordered](bs [][]T, n, k int, scratch []T) (below, at T) 
 	return below, at
 }
 
-// selectMedian returns the median of xs (the mean of the two middle values
-// when len(xs) is even; 0 when empty), reordering xs.
-func selectMedian(xs []float64) float64 { return medianOf(xs) }
-
-// medianNs is selectMedian of durations (or byte counts) as float64: the
-// same value as selectMedian of the converted list (the conversion keeps
-// the order, so the middle values are the converted middle values),
-// selected on the integers. xs is reordered.
+// medianNs is medianOf of durations (or byte counts): the same value as
+// medianOf of them converted to float64 (the conversion keeps the order,
+// so the middle values are the converted middle values), selected on the
+// integers. xs is reordered.
 func medianNs(xs []int64) float64 { return medianOf(xs) }
 
-// medianOf is selectMedian and medianNs.
+// medianOf returns the median of xs as a float64 (the mean of the two
+// middle values when len(xs) is even; 0 when empty), reordering xs.
 func medianOf[T ~int64 | ~float64](xs []T) float64 {
 	n := len(xs)
 	if n == 0 {

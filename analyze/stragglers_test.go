@@ -253,7 +253,7 @@ func TestSelectMedian(t *testing.T) {
 			if n > 0 {
 				want = (s[(n-1)/2] + s[n/2]) / 2
 			}
-			if got := selectMedian(xs); got != want {
+			if got := medianOf(xs); got != want {
 				t.Fatalf("n %d levels %d: median %v, want %v", n, levels, got, want)
 			}
 		}
