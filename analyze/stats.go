@@ -48,6 +48,7 @@ type statsScratch struct {
 	p2p    p2pScratch
 	union  unionScratch // for the compute union, which stays in use...
 	union2 unionScratch // ...while the receive phases' unions are formed
+	ops    []overheadOp // the window's non-pipeline ops
 }
 
 // taggedIv is a receive's transfer phase and the boundary it crosses.
@@ -69,11 +70,19 @@ type statsAcc struct {
 }
 
 // statsWindow is what analyzeStats keeps of one window for the passes that
-// follow: the non-pipeline ops (stepOverhead) and, for a complete window,
-// the per-boundary sums of its sends (analyzeP2P).
+// follow: per kind of its non-pipeline ops, the busiest rank's time in them
+// (stepOverhead) and, for a complete window, the per-boundary sums of its
+// sends (analyzeP2P).
 type statsWindow struct {
-	overhead []overheadOp
+	overhead []kindBusy
 	sends    []p2pWinAcc
+}
+
+// kindBusy is, for one kind of non-pipeline op, the most time one rank of a
+// window spent in its ops of that kind (their union), ns.
+type kindBusy struct {
+	kind  trace.Kind
+	worst int64
 }
 
 // analyzeStats fills StageSummary.F/B/W, the per-stage idle split, the
@@ -221,6 +230,7 @@ func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
 	}
 	// One scan: the compute intervals and durations of a complete window,
 	// and the step overhead of every analysed window, complete or not.
+	sc.ops = sc.ops[:0]
 	for _, i := range g.rows {
 		k := kinds[i]
 		if k.IsCompute() {
@@ -243,8 +253,9 @@ func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
 		if s == trace.NoTime || e == trace.NoTime || e < s {
 			continue
 		}
-		out.overhead = append(out.overhead, overheadOp{k, t.Rank[i], interval{s, e}})
+		sc.ops = append(sc.ops, overheadOp{k, t.Rank[i], interval{s, e}})
 	}
+	out.overhead = overheadBusy(sc.ops, out.overhead[:0])
 	if !complete {
 		return
 	}
@@ -414,62 +425,80 @@ type overheadOp struct {
 	iv   interval
 }
 
+// overheadBusy appends to out, per kind of the non-pipeline ops ops (one
+// window's; reordered), the most time one rank spent in its ops of that
+// kind: the union of their intervals.
+func overheadBusy(ops []overheadOp, out []kindBusy) []kindBusy {
+	slices.SortFunc(ops, func(a, b overheadOp) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.rank, b.rank), cmp.Compare(a.iv.s, b.iv.s))
+	})
+	// Runs of one kind; inside, runs of one rank: merge, measure.
+	for i := 0; i < len(ops); {
+		k := ops[i].kind
+		var worst int64
+		for i < len(ops) && ops[i].kind == k {
+			r := ops[i].rank
+			var busy int64
+			cur := ops[i].iv
+			for ; i < len(ops) && ops[i].kind == k && ops[i].rank == r; i++ {
+				if iv := ops[i].iv; iv.s <= cur.e {
+					cur.e = max(cur.e, iv.e)
+				} else {
+					busy += cur.e - cur.s
+					cur = iv
+				}
+			}
+			busy += cur.e - cur.s
+			worst = max(worst, busy)
+		}
+		out = append(out, kindBusy{k, worst})
+	}
+	return out
+}
+
 // stepOverhead computes Report.Overhead (see Overhead) over every analysed
-// window, complete or not, from the non-pipeline ops analyzeStats gathered
-// (wins, by window). Windows come in step order, so one step's ops are
-// gathered, then costed.
+// window, complete or not, from what analyzeStats kept of their
+// non-pipeline ops (wins, by window: per kind, the busiest rank). A rank's
+// rows are in one window of a step (its pipeline's: a trace gives each rank
+// one pipeline), so a step's busiest rank in a kind is the busiest of its
+// windows'. Windows come in step order.
 func stepOverhead(ix *index, wins []statsWindow) []Overhead {
 	type acc struct {
 		sum, max float64
 		steps    int
 	}
 	byKind := map[trace.Kind]*acc{}
-	var ops []overheadOp
+	worst := map[trace.Kind]int64{} // the step's, per kind
+	var kinds []trace.Kind          // in the order the step's windows give them
 	steps := 0
 	flush := func() {
-		if len(ops) == 0 {
-			return
-		}
-		slices.SortFunc(ops, func(a, b overheadOp) int {
-			return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.rank, b.rank), cmp.Compare(a.iv.s, b.iv.s))
-		})
-		// Runs of one kind; inside, runs of one rank: merge, measure.
-		for i := 0; i < len(ops); {
-			k := ops[i].kind
-			var worst int64
-			for i < len(ops) && ops[i].kind == k {
-				r := ops[i].rank
-				var busy int64
-				cur := ops[i].iv
-				for ; i < len(ops) && ops[i].kind == k && ops[i].rank == r; i++ {
-					if iv := ops[i].iv; iv.s <= cur.e {
-						cur.e = max(cur.e, iv.e)
-					} else {
-						busy += cur.e - cur.s
-						cur = iv
-					}
-				}
-				busy += cur.e - cur.s
-				worst = max(worst, busy)
-			}
+		slices.Sort(kinds)
+		for _, k := range kinds {
 			a := byKind[k]
 			if a == nil {
 				a = &acc{}
 				byKind[k] = a
 			}
-			ms := float64(worst) / 1e6
+			ms := float64(worst[k]) / 1e6
 			a.sum += ms
 			a.max = max(a.max, ms)
 			a.steps++
 		}
-		ops = ops[:0]
+		clear(worst)
+		kinds = kinds[:0]
 	}
 	for gi, g := range ix.windows {
 		if gi == 0 || g.step != ix.windows[gi-1].step {
 			flush()
 			steps++
 		}
-		ops = append(ops, wins[gi].overhead...)
+		for _, kb := range wins[gi].overhead {
+			w, seen := worst[kb.kind]
+			if !seen {
+				kinds = append(kinds, kb.kind)
+			}
+			worst[kb.kind] = max(w, kb.worst)
+		}
 	}
 	flush()
 	if len(byKind) == 0 || steps == 0 {

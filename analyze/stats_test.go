@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/ppprof/ppprof/ingest"
@@ -329,6 +330,36 @@ func TestStatsOverheadUnionAndMax(t *testing.T) {
 	}
 	want := []Overhead{{Kind: "DATA", MeanMs: 1.5, MaxMs: 3, Steps: 1}}
 	if len(rep.Overhead) != 1 || rep.Overhead[0] != want[0] {
+		t.Errorf("overhead %+v, want %+v", rep.Overhead, want)
+	}
+}
+
+// TestStatsOverheadAcrossPipelines: a step's cost per kind is its busiest
+// rank's, whichever pipeline replica (window) the rank is in. Step 0:
+// replica 0's rank 0 runs DATA 0-4 and 3-5 ms (union 5 ms); replica 1's
+// rank 1 runs DATA 0-1 ms and OPT 2-2.5 ms. Step 1 has none: DATA costs
+// 5 ms in one of two steps (mean 2.5 ms), OPT 0.5 ms (mean 0.25 ms).
+func TestStatsOverheadAcrossPipelines(t *testing.T) {
+	data := trace.MustKind("DATA")
+	tr := &trace.Trace{Meta: trace.Meta{Schema: 1}}
+	add(tr, 0, 0, 0, 0, data, -1, 0, 4*ms)
+	add(tr, 0, 0, 0, 0, data, -1, 3*ms, 5*ms)
+	add(tr, 0, 0, 0, 0, trace.F, 0, 5*ms, 6*ms)
+	add(tr, 0, 0, 0, 1, trace.F, 0, 10*ms, 11*ms)
+	first := tr.Len()
+	add(tr, 1, 0, 0, 0, data, -1, 0, 1*ms)
+	add(tr, 1, 0, 0, 0, trace.F, 0, 1*ms, 2*ms)
+	add(tr, 1, 0, 0, 0, trace.Opt, -1, 2*ms, 2*ms+ms/2)
+	add(tr, 1, 0, 0, 1, trace.F, 0, 10*ms, 11*ms)
+	for i := first; i < tr.Len(); i++ {
+		tr.Pipeline[i] = 1
+	}
+	rep, err := Run(tr, Options{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Overhead{{Kind: "DATA", MeanMs: 2.5, MaxMs: 5, Steps: 1}, {Kind: "OPT", MeanMs: 0.25, MaxMs: 0.5, Steps: 1}}
+	if !reflect.DeepEqual(rep.Overhead, want) {
 		t.Errorf("overhead %+v, want %+v", rep.Overhead, want)
 	}
 }
