@@ -427,8 +427,44 @@ type overheadOp struct {
 
 // overheadBusy appends to out, per kind of the non-pipeline ops ops (one
 // window's; reordered), the most time one rank spent in its ops of that
-// kind: the union of their intervals.
+// kind: the union of their intervals. A window's rows, and so its ops,
+// usually come rank by rank: each rank's run is sorted alone (a Flight
+// Recorder job's window holds millions of collectives); else all of them.
 func overheadBusy(ops []overheadOp, out []kindBusy) []kindBusy {
+	byRank := true
+	for i := 1; i < len(ops) && byRank; i++ {
+		byRank = ops[i].rank >= ops[i-1].rank
+	}
+	if !byRank {
+		return unionsByKind(ops, out)
+	}
+	first := len(out)
+	var mine []kindBusy
+	for lo := 0; lo < len(ops); {
+		hi := lo + 1
+		for hi < len(ops) && ops[hi].rank == ops[lo].rank {
+			hi++
+		}
+		mine = unionsByKind(ops[lo:hi], mine[:0])
+		for _, kb := range mine {
+			j := first
+			for j < len(out) && out[j].kind != kb.kind {
+				j++
+			}
+			if j == len(out) {
+				out = append(out, kb)
+			} else {
+				out[j].worst = max(out[j].worst, kb.worst)
+			}
+		}
+		lo = hi
+	}
+	return out
+}
+
+// unionsByKind is overheadBusy of ops in any order: sorted by kind, rank
+// and start, each rank's union per kind.
+func unionsByKind(ops []overheadOp, out []kindBusy) []kindBusy {
 	slices.SortFunc(ops, func(a, b overheadOp) int {
 		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.rank, b.rank), cmp.Compare(a.iv.s, b.iv.s))
 	})

@@ -2,7 +2,9 @@ package analyze
 
 import (
 	"math"
+	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/ppprof/ppprof/ingest"
@@ -441,4 +443,50 @@ func BenchmarkStatsMemoryP2P(b *testing.B) {
 		analyzeP2P(ix, &rep)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tr.Len()), "ns/event")
+}
+
+// TestOverheadBusy: per kind, the busiest rank's union of its intervals,
+// the same whether a window's ops come rank by rank (each rank's run
+// sorted alone) or in any order (all sorted), against a count of each
+// rank's busy nanoseconds on a grid.
+func TestOverheadBusy(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	kinds := []trace.Kind{trace.Opt, trace.MustKind("DATA"), trace.AllReduce}
+	for iter := range 300 {
+		var ops []overheadOp
+		want := map[trace.Kind]int64{}
+		for r := range trace.Rank(1 + rng.Intn(5)) {
+			covered := map[trace.Kind]map[int64]bool{}
+			for range rng.Intn(12) {
+				k := kinds[rng.Intn(len(kinds))]
+				s := int64(rng.Intn(40))
+				e := s + int64(rng.Intn(10))
+				ops = append(ops, overheadOp{k, r, interval{s, e}})
+				if covered[k] == nil {
+					covered[k] = map[int64]bool{}
+				}
+				for x := s; x < e; x++ {
+					covered[k][x] = true
+				}
+			}
+			for k, c := range covered {
+				want[k] = max(want[k], int64(len(c)))
+			}
+		}
+		check := func(how string, got []kindBusy) {
+			m := map[trace.Kind]int64{}
+			for _, kb := range got {
+				if _, dup := m[kb.kind]; dup {
+					t.Fatalf("iteration %d, %s: kind %v twice in %v", iter, how, kb.kind, got)
+				}
+				m[kb.kind] = kb.worst
+			}
+			if !reflect.DeepEqual(m, want) {
+				t.Fatalf("iteration %d, %s: %v, want %v", iter, how, m, want)
+			}
+		}
+		check("rank by rank", overheadBusy(slices.Clone(ops), nil))
+		rng.Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
+		check("any order", overheadBusy(ops, nil))
+	}
 }
