@@ -504,24 +504,21 @@ func stepOverhead(ix *index, wins []statsWindow) []Overhead {
 		steps    int
 	}
 	byKind := map[trace.Kind]*acc{}
-	worst := map[trace.Kind]int64{} // the step's, per kind
-	var kinds []trace.Kind          // in the order the step's windows give them
+	worst := map[trace.Kind]int64{} // the step's, per kind (each kind's sums its own)
 	steps := 0
 	flush := func() {
-		slices.Sort(kinds)
-		for _, k := range kinds {
+		for k, w := range worst {
 			a := byKind[k]
 			if a == nil {
 				a = &acc{}
 				byKind[k] = a
 			}
-			ms := float64(worst[k]) / 1e6
+			ms := float64(w) / 1e6
 			a.sum += ms
 			a.max = max(a.max, ms)
 			a.steps++
 		}
 		clear(worst)
-		kinds = kinds[:0]
 	}
 	for gi, g := range ix.windows {
 		if gi == 0 || g.step != ix.windows[gi-1].step {
@@ -529,11 +526,7 @@ func stepOverhead(ix *index, wins []statsWindow) []Overhead {
 			steps++
 		}
 		for _, kb := range wins[gi].overhead {
-			w, seen := worst[kb.kind]
-			if !seen {
-				kinds = append(kinds, kb.kind)
-			}
-			worst[kb.kind] = max(w, kb.worst)
+			worst[kb.kind] = max(worst[kb.kind], kb.worst)
 		}
 	}
 	flush()
