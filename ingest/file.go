@@ -146,10 +146,39 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		return readData(path, data, opt)
 	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && Sniff(prefix) == FormatFRPickle {
+		// A Flight Recorder pickle: its decoder copies what it keeps, so
+		// the dump is read into a recycled buffer (mapped when large), as
+		// Arrow files are; a fleet's dumps were 6 GB of fresh memory.
+		data, release, err := arrowv1.MapFile(f)
+		if err != nil {
+			return nil, &FileError{Path: path, Err: osReason(err)}
+		}
+		defer release()
+		return readMappedData(path, data, opt)
+	}
 	data, err := readRest(f, prefix)
 	if err != nil {
 		return nil, &FileError{Path: path, Err: osReason(err)}
 	}
+	return readData(path, data, opt)
+}
+
+// readMappedData is readData of a mapped file's bytes for a reader that
+// does not recover faults itself: a file truncated under the mapping
+// faults when its lost pages are touched, which becomes the file's error.
+func readMappedData(path string, data []byte, opt readOpts) (p *part, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if _, fault := r.(interface{ Addr() uintptr }); !fault {
+			panic(r) // not the mapping's: a bug, not the file's error
+		}
+		p, err = nil, &FileError{Path: path, Err: fmt.Errorf("read failed: the file changed while it was read (%v)", r)}
+	}()
 	return readData(path, data, opt)
 }
 

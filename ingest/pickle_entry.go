@@ -91,6 +91,24 @@ type entryDec struct {
 	// mm mirrors the memo (of a decoder with fr set) without pointers.
 	mm   []mval
 	done int // entries decoded here (not by run)
+	// The decoder's stack, sizes, marks and memo, handed back by the
+	// dump's decoder (keep) for the next one: grown afresh per dump, a
+	// 2000-entry list pushed one entry at a time cost more than decoding
+	// the entries' ints (docs/performance.md, sixteenth session).
+	stack []any
+	size  []vsize
+	dmark []int
+	memo  []any
+}
+
+// keep takes back d's stacks and memo for the next decoder x serves:
+// nothing a decoded value holds points into them (take copies what it
+// pops; lists and dicts copy their items).
+func (x *entryDec) keep(d *pickleDecoder) {
+	clear(d.stack[:cap(d.stack)])
+	clear(d.memo[:cap(d.memo)])
+	x.stack, x.size, x.dmark, x.memo = d.stack[:0], d.size[:0], d.marks[:0], d.memo[:0]
+	d.stack, d.size, d.marks, d.memo = nil, nil, nil, nil
 }
 
 // str returns the index in strTab of a new string.

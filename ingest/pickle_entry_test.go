@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -243,6 +244,14 @@ func TestEntryDecoderReuse(t *testing.T) {
 				t.Fatalf("entry %d: %+v, the generic path %+v", i, *ge[i].(*frEntry), w)
 			}
 		}
+		// The rest of the dump too: the stack and memo are the last
+		// dump's (entryDec.keep).
+		gr, wr := maps.Clone(asMap(v)), maps.Clone(asMap(want))
+		delete(gr, "entries")
+		delete(wr, "entries")
+		if !reflect.DeepEqual(gr, wr) {
+			t.Fatalf("the dump's other keys: %v, the generic path %v", gr, wr)
+		}
 		ed.release()
 	}
 }
@@ -296,6 +305,43 @@ func TestArena(t *testing.T) {
 		a.cut(5)
 		if r := a.cut(2); &r[0] != &runs[2][0] || zero != (r[0] == 0) {
 			t.Errorf("zero %v: the second chunk reused %v", zero, &r[0] == &runs[2][0])
+		}
+	}
+}
+
+// TestReadFRRecycledBuffer: Flight Recorder dumps read from their files
+// one after another (each into the buffer the last one handed back, and
+// decoded with the last one's stacks) read as each dump does alone from
+// a copy of its own: nothing read keeps a reference into the buffer.
+func TestReadFRRecycledBuffer(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := frdump.Write(dir, frdump.Config{Sim: sim.Config{Schedule: "1f1b", Stages: 4, TP: 2, MicroBatches: 8, Steps: 2}, Layers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"testdata/fr/proto4/_dump_0", filepath.Join(dir, "_dump_3"), filepath.Join(dir, "_dump_0"), "testdata/fr/proto2/_dump_0", filepath.Join(dir, "_dump_5")}
+	var got []*part
+	for _, p := range paths {
+		pt, err := readPath(p, readOpts{}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if pt.info.Format != FormatFRPickle || pt.t.Len() == 0 {
+			t.Fatalf("%s: read as %s, %d rows", p, pt.info.Format, pt.t.Len())
+		}
+		got = append(got, pt)
+	}
+	for i, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := readData(p, data, readOpts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(data) // nothing of want may depend on it either
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("%s: read after other dumps differs from a read of its own", p)
 		}
 	}
 }

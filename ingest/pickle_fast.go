@@ -50,7 +50,9 @@ func loadFRPickle(data []byte) (any, error) {
 // data).
 func decodeFR(data []byte) (any, *entryDec, error) {
 	d := newFRDecoder(data)
-	if v, ok := d.run(); ok {
+	v, ok := d.run()
+	d.ed.keep(d)
+	if ok {
 		return v, d.ed, nil
 	}
 	d.ed.release()
@@ -63,7 +65,9 @@ func decodeFR(data []byte) (any, *entryDec, error) {
 
 // newFRDecoder is loadFRPickle's decoder of data.
 func newFRDecoder(data []byte) *pickleDecoder {
-	return &pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true, ed: entryDecs.Get().(*entryDec)}
+	ed := entryDecs.Get().(*entryDec)
+	return &pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true, ed: ed,
+		stack: ed.stack, size: ed.size, marks: ed.dmark, memo: ed.memo}
 }
 
 // inEntries reports whether a dict pushed now is an entry of the top-level
