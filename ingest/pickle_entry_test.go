@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ppprof/ppprof/internal/frdump"
 	"github.com/ppprof/ppprof/sim"
+	"github.com/ppprof/ppprof/trace/arrowv1"
 )
 
 // entriesDecoded runs loadFRPickle's decoder on data and returns how many
@@ -344,4 +346,50 @@ func TestReadFRRecycledBuffer(t *testing.T) {
 			t.Errorf("%s: read after other dumps differs from a read of its own", p)
 		}
 	}
+}
+
+// TestReadFRMappedTruncated: a dump large enough to be mapped
+// (arrowv1.MapFile), cut short after it was mapped, is the file's error,
+// not a crash: the decoder touches pages the file no longer has.
+func TestReadFRMappedTruncated(t *testing.T) {
+	big := strings.Repeat("x", 6<<20)
+	var body strings.Builder
+	for i := 0; i < 4; i++ {
+		body.WriteString("}(" + u("time_created_ns") + "K\x05" + u("profiling_name") + "X" + le32(len(big)) + big + "u")
+	}
+	data := []byte(frDump(body.String()))
+	path := filepath.Join(t.TempDir(), "_dump_0")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if Sniff(data[:sniffLen]) != FormatFRPickle {
+		t.Fatalf("the dump is sniffed as %s", Sniff(data[:sniffLen]))
+	}
+	// Read whole, it is a dump of 4 entries.
+	if p, err := readPath(path, readOpts{}, nil); err != nil || p.info.Format != FormatFRPickle {
+		t.Fatalf("whole: %v", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mapped, release, err := arrowv1.MapFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	_, err = readMappedData(path, mapped, readOpts{})
+	var fe *FileError
+	if !errors.As(err, &fe) || fe.Path != path || !strings.Contains(err.Error(), "changed while it was read") {
+		t.Fatalf("cut under the mapping: %v, want the file's error", err)
+	}
+}
+
+// le32 is n as 4 little-endian bytes.
+func le32(n int) string {
+	return string([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
 }
