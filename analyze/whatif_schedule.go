@@ -95,16 +95,29 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	}
 	sumGroups(accs, xs, grp, true)
 
-	// Durations and payloads partitioned by boundary.
-	off := make([]int, len(bkeys)+1)
+	// Durations and payloads partitioned by boundary, the boundaries of
+	// direction 0 first: each direction's are then one run of ds and bs,
+	// whose medians need no copy (gathering them grew two lists of every
+	// transfer: 2.6 s of a what-if's 30 of CPU on 24.7M events).
+	cnt := make([]int, len(bkeys))
 	for _, g := range grp {
-		off[g-3+1]++
+		cnt[g-3]++
 	}
-	for b := range bkeys {
-		off[b+1] += off[b]
+	start := make([]int, len(bkeys)) // each boundary's first index
+	dirOff := [3]int{}               // each direction's run: [dirOff[d], dirOff[d+1])
+	at := 0
+	for dir := range 2 {
+		dirOff[dir] = at
+		for b, key := range bkeys {
+			if int(key.dir&1) == dir {
+				start[b] = at
+				at += cnt[b]
+			}
+		}
 	}
+	dirOff[2] = at
 	ds, bs := make([]int64, n), make([]int64, n)
-	next := slices.Clone(off[:len(bkeys)])
+	next := slices.Clone(start)
 	j := 0
 	for _, p := range xs {
 		for _, x := range p {
@@ -120,23 +133,17 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	type meds struct{ dur, bytes float64 }
 	med := make([]meds, len(accs))
 	forEach(len(bkeys), func(_, b int) {
-		a, lo, hi := &accs[3+b], off[b], off[b+1]
+		a, lo, hi := &accs[3+b], start[b], start[b]+cnt[b]
 		med[3+b].dur = medianNs(ds[lo:hi])
 		if a.known {
 			med[3+b].bytes = medianNs(bs[lo:hi])
 		}
 	})
 	forEach(2, func(_, dir int) {
-		var d, b []int64
-		for k, key := range bkeys {
-			if key.dir&1 == uint8(dir) {
-				d = append(d, ds[off[k]:off[k+1]]...)
-				b = append(b, bs[off[k]:off[k+1]]...)
-			}
-		}
-		med[1+dir].dur = medianNs(d)
+		lo, hi := dirOff[dir], dirOff[dir+1]
+		med[1+dir].dur = medianNs(ds[lo:hi])
 		if accs[1+dir].known {
-			med[1+dir].bytes = medianNs(b)
+			med[1+dir].bytes = medianNs(bs[lo:hi])
 		}
 	})
 	med[0].dur = medianNs(ds)
