@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/ppprof/ppprof/trace"
@@ -84,6 +86,43 @@ func TestRankDomains(t *testing.T) {
 		}
 		if d, ok := rd.get(extra); extra != 0 && (!ok || d != 2) {
 			t.Errorf("rank %d in domain %d (%v), want 2", extra, d, ok)
+		}
+	}
+}
+
+// TestMedianMAD: the median (the upper one of an even count) and the
+// median absolute deviation, by hand on small lists, and on random lists
+// against both computed on copies, sorted.
+func TestMedianMAD(t *testing.T) {
+	for _, c := range []struct {
+		xs       []int64
+		med, mad int64
+	}{
+		{[]int64{5, 1, 9, 3, 7}, 5, 2},        // deviations 4 2 0 2 4
+		{[]int64{1, 2, 3, 10}, 3, 2},          // upper median 3; deviations 2 1 0 7
+		{[]int64{-4}, -4, 0},                  // one estimate
+		{[]int64{7, 7, 7, -100, 7}, 7, 0},     // an outlier
+		{[]int64{-30, -10, -20, 40}, -10, 20}, // deviations 20 0 10 50
+	} {
+		if med, mad := medianMAD(slices.Clone(c.xs)); med != c.med || mad != c.mad {
+			t.Errorf("medianMAD(%v) = %d, %d; want %d, %d", c.xs, med, mad, c.med, c.mad)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		xs := make([]int64, 1+rng.IntN(40))
+		for i := range xs {
+			xs[i] = rng.Int64N(2000) - 1000
+		}
+		s := slices.Sorted(slices.Values(xs))
+		med := s[len(s)/2]
+		var dev []int64
+		for _, v := range s {
+			dev = append(dev, max(v-med, med-v))
+		}
+		slices.Sort(dev)
+		if m, d := medianMAD(xs); m != med || d != dev[len(dev)/2] {
+			t.Fatalf("medianMAD = %d, %d; want %d, %d", m, d, med, dev[len(dev)/2])
 		}
 	}
 }

@@ -58,6 +58,12 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 	if !returnMemory {
 		m.every = math.MaxInt64
 		m.recycle = true
+	} else {
+		// What the read left (garbage not collected yet, pages freed but
+		// not handed back) goes back before the first column is made: the
+		// merge is a read's peak otherwise (Flight Recorder dumps: the
+		// parts, their garbage and the first merged columns at once).
+		m.freed = m.every
 	}
 	for i, p := range parts {
 		m.off[i+1] = m.off[i] + p.Len()

@@ -121,6 +121,11 @@ func hangWhole(opts *hangOptions) (*hang.Report, error) {
 	}
 	hopt := hang.Options{DumpNs: opts.dumpNs, WorldSize: opts.worldSize, Files: hangFiles(res.Files)}
 	hopt.Groups, hopt.Dumps = hangComms(res.Comms)
+	// The trace is the live heap; the diagnosis' garbage is collected
+	// before it piles up to the trace's size again (GOGC 100): a
+	// 4096-rank job's Flight Recorder dumps peaked here, at 2.18 GB
+	// instead of 2.02-2.12 (docs/performance.md, sixteenth session).
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	var bar *progress
 	hopt.Progress, bar = countProgress(opts.stderr, opts.quiet, "diagnosing", "phases")
 	rep, err := hang.Run(res.Trace, hopt)

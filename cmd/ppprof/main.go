@@ -4,6 +4,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -48,8 +49,10 @@ func profileFromEnv(path string) (stop func(), err error) {
 
 // writeHeapProfile writes the heap profile (PPPROF_MEMPROFILE: the
 // allocations sampled over the whole run, and what is still in use at its
-// end) to path.
+// end) to path. A collection first: the profile is as of the last one, and
+// a run that keeps what it builds may not have collected since its read.
 func writeHeapProfile(path string) error {
+	runtime.GC()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
