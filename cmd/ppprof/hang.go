@@ -125,7 +125,7 @@ func hangWhole(opts *hangOptions) (*hang.Report, error) {
 	// before it piles up to the trace's size again (GOGC 100): a
 	// 4096-rank job's Flight Recorder dumps peaked here, at 2.18 GB
 	// instead of 2.02-2.12 (docs/performance.md, sixteenth session).
-	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	defer collectOften()()
 	var bar *progress
 	hopt.Progress, bar = countProgress(opts.stderr, opts.quiet, "diagnosing", "phases")
 	rep, err := hang.Run(res.Trace, hopt)
