@@ -192,7 +192,7 @@ func TestRowSetFinish(t *testing.T) {
 			e.Seq = seq
 			seq++
 			if pend[i] {
-				wantPend = append(wantPend, pendingP2P{ev: e, send: i%2 == 0, row: want.Len()})
+				wantPend = append(wantPend, pendingP2P{send: i%2 == 0, row: want.Len()})
 			}
 			want.Append(e)
 		}

@@ -49,7 +49,8 @@ func resolveParts(parts []*part) {
 			note(t.Rank[i], t.Stage[i], t.Pipeline[i], t.TPRank[i])
 		}
 		for _, q := range p.pending {
-			note(q.ev.Rank, q.ev.Stage, q.ev.Pipeline, q.ev.TPRank)
+			i := q.row
+			note(t.Rank[i], t.Stage[i], t.Pipeline[i], t.TPRank[i])
 		}
 		if p.fr != nil && p.fr.stage >= 0 {
 			note(p.fr.rank, p.fr.stage, p.fr.pipeline, p.fr.tp)
@@ -99,8 +100,9 @@ func resolveParts(parts []*part) {
 			}
 			drop[row] = true
 		}
+		t := p.t
 		for _, q := range p.pending {
-			e := q.ev
+			e := t.At(q.row)
 			n := stages[e.Pipeline]
 			switch {
 			case e.Kind == trace.KindInvalid: // peer known, direction unknown
@@ -161,7 +163,7 @@ func resolveParts(parts []*part) {
 				byAdjacency++
 			}
 			// Its row, completed where it lies (its Seq places it).
-			p.t.Kind[q.row], p.t.Peer[q.row], p.t.Pipeline[q.row] = e.Kind, e.Peer, e.Pipeline
+			t.Kind[q.row], t.Peer[q.row] = e.Kind, e.Peer
 		}
 		if drop != nil {
 			p.t.DropRows(drop)
@@ -250,11 +252,8 @@ func frPipelines(parts []*part) {
 		}
 		pipe := index[find(p.fr.rank)]
 		p.fr.pipeline = pipe
-		for i := range p.t.Pipeline {
+		for i := range p.t.Pipeline { // the pending rows' too
 			p.t.Pipeline[i] = pipe
-		}
-		for i := range p.pending {
-			p.pending[i].ev.Pipeline = pipe
 		}
 		if len(order) > 1 {
 			p.t.Meta.DP = len(order)
@@ -286,10 +285,10 @@ func splitReplicas(parts []*part) {
 			claims[s] = append(claims[s], r)
 		}
 		for _, q := range p.pending {
-			if !seen[q.ev.Rank] {
-				seen[q.ev.Rank] = true
-				s := slot{q.ev.Pipeline, q.ev.Stage, q.ev.TPRank}
-				claims[s] = append(claims[s], q.ev.Rank)
+			if i := q.row; !seen[p.t.Rank[i]] {
+				seen[p.t.Rank[i]] = true
+				s := slot{p.t.Pipeline[i], p.t.Stage[i], p.t.TPRank[i]}
+				claims[s] = append(claims[s], p.t.Rank[i])
 			}
 		}
 	}
@@ -311,12 +310,6 @@ func splitReplicas(parts []*part) {
 		for i := 0; i < p.t.Len(); i++ {
 			if v, ok := newPipe[p.t.Rank[i]]; ok {
 				p.t.Pipeline[i] = v
-				changed = true
-			}
-		}
-		for i := range p.pending {
-			if v, ok := newPipe[p.pending[i].ev.Rank]; ok {
-				p.pending[i].ev.Pipeline = v
 				changed = true
 			}
 		}
