@@ -48,10 +48,6 @@ func resolveParts(parts []*part) {
 			}
 			note(t.Rank[i], t.Stage[i], t.Pipeline[i], t.TPRank[i])
 		}
-		for _, q := range p.pending {
-			i := q.row
-			note(t.Rank[i], t.Stage[i], t.Pipeline[i], t.TPRank[i])
-		}
 		if p.fr != nil && p.fr.stage >= 0 {
 			note(p.fr.rank, p.fr.stage, p.fr.pipeline, p.fr.tp)
 		}
@@ -283,13 +279,6 @@ func splitReplicas(parts []*part) {
 			seen[r] = true
 			s := slot{p.t.Pipeline[i], p.t.Stage[i], p.t.TPRank[i]}
 			claims[s] = append(claims[s], r)
-		}
-		for _, q := range p.pending {
-			if i := q.row; !seen[p.t.Rank[i]] {
-				seen[p.t.Rank[i]] = true
-				s := slot{p.t.Pipeline[i], p.t.Stage[i], p.t.TPRank[i]}
-				claims[s] = append(claims[s], p.t.Rank[i])
-			}
 		}
 	}
 	newPipe := map[trace.Rank]int32{}
