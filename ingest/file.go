@@ -134,33 +134,21 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 		}
 		return readChromeFile(path, f, format, opt)
 	}
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		switch format {
-		case FormatArrowFile, FormatArrowStream:
-			// Arrow in a regular file is decoded from its pages in place
-			// (the decoder copies what it keeps); a file truncated
-			// meanwhile faults, which readArrow recovers as an error. (A
-			// pipe cannot be read again from its start: it takes the path
-			// below.)
-			data, release, err := mapFor(opt)(f)
-			if err != nil {
-				return nil, &FileError{Path: path, Err: osReason(err)}
-			}
-			defer release()
-			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-			return readData(path, data, opt)
-		case FormatFRPickle:
-			// A Flight Recorder pickle: its decoder copies what it keeps,
-			// so the dump is read into a recycled buffer (mapped when
-			// large), as Arrow files are; a fleet's dumps were 6 GB of
-			// fresh memory.
-			data, release, err := arrowv1.MapFile(f)
-			if err != nil {
-				return nil, &FileError{Path: path, Err: osReason(err)}
-			}
-			defer release()
-			return readMappedData(path, data, opt)
+	inPlace := format == FormatArrowFile || format == FormatArrowStream || format == FormatFRPickle
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && inPlace {
+		// Arrow and Flight Recorder pickles in a regular file are decoded
+		// from its pages in place, or from a recycled buffer (their
+		// decoders copy what they keep: a fleet's dumps were 6 GB of fresh
+		// memory read into buffers of their own); a file truncated
+		// meanwhile faults, which becomes its error (readMappedData;
+		// readArrow recovers it first). A pipe cannot be read again from
+		// its start: it takes the path below.
+		data, release, err := mapFor(opt)(f)
+		if err != nil {
+			return nil, &FileError{Path: path, Err: osReason(err)}
 		}
+		defer release()
+		return readMappedData(path, data, opt)
 	}
 	data, err := readRest(f, prefix)
 	if err != nil {
