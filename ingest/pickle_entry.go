@@ -89,8 +89,9 @@ type entryDec struct {
 	strTab []string
 	field  []int8
 	// mm mirrors the memo (of a decoder with fr set) without pointers.
-	mm   []mval
-	done int // entries decoded here (not by run)
+	mm    []mval
+	done  int // entries decoded here (not by run)
+	quick int // ... of them by quickEntry
 	// The decoder's stack, sizes, marks and memo, handed back by the
 	// dump's decoder (keep) for the next one: grown afresh per dump, a
 	// 2000-entry list pushed one entry at a time cost more than decoding
@@ -99,6 +100,15 @@ type entryDec struct {
 	size  []vsize
 	dmark []int
 	memo  []any
+	// The value cache (pickle_vcache.go): per string of strTab, 1 + the
+	// index in slots of the values kept under it as a key (0: none).
+	vc    []int32
+	slots []valSlot
+	hits  int // values taken from the cache
+	// The values being read (valueStart), and the lowest stack index
+	// popped or changed since cur's began.
+	cur, prev valueMark
+	low       int
 }
 
 // keep takes back d's stacks and memo for the next decoder x serves:
@@ -115,6 +125,7 @@ func (x *entryDec) keep(d *pickleDecoder) {
 func (x *entryDec) str(s string) int64 {
 	x.strTab = append(x.strTab, s)
 	x.field = append(x.field, 0)
+	x.vc = append(x.vc, 0)
 	return int64(len(x.strTab) - 1)
 }
 
@@ -136,13 +147,33 @@ func (d *pickleDecoder) entry() bool {
 	start, memoLen := d.pos, len(d.memo)
 	x.st, x.marks, x.kids, x.undo = x.st[:0], x.marks[:0], x.kids[:0], x.undo[:0]
 	e := &x.slab.cut(1)[0] // zero: fresh, cleared for reuse, or when given back
+	if useValueCache {
+		if sz, ok := d.quickEntry(e); ok {
+			d.push(e, sz)
+			x.done++
+			x.quick++
+			return true
+		}
+		d.putBack(e, start, memoLen)
+		x.kids, x.undo = x.kids[:0], x.undo[:0]
+	}
+	x.noValues()
 	if sz, ok := d.entryOps(e); ok {
 		d.push(e, sz)
 		x.done++
 		return true
 	}
-	*e = frEntry{}
+	d.putBack(e, start, memoLen)
 	x.slab.uncut(1)
+	x.dropValues() // values kept since may read the slots put back
+	return false
+}
+
+// putBack undoes what decoding the entry e, from start, did: its fields,
+// the memo slots it set (the memo was memoLen long), the read position.
+func (d *pickleDecoder) putBack(e *frEntry, start, memoLen int) {
+	x := d.ed
+	*e = frEntry{}
 	for i := len(x.undo) - 1; i >= 0; i-- {
 		u := &x.undo[i]
 		d.memo[u.i], x.mm[u.i] = u.v, u.mv
@@ -150,7 +181,6 @@ func (d *pickleDecoder) entry() bool {
 	clear(d.memo[memoLen:])
 	d.memo, x.mm = d.memo[:memoLen], x.mm[:memoLen]
 	d.pos = start
-	return false
 }
 
 // entryOps reads the entry's opcodes, up to its SETITEMS, and returns the
@@ -184,6 +214,7 @@ func (d *pickleDecoder) entryOps(e *frEntry) (vsize, bool) {
 	}
 	x.marks = append(x.marks, 0)
 	for d.pos < len(data) {
+		at := d.pos
 		op := data[d.pos]
 		d.pos++
 		switch op {
@@ -219,6 +250,9 @@ func (d *pickleDecoder) entryOps(e *frEntry) (vsize, bool) {
 				return vsize{}, false
 			}
 			x.push(mStr, false, false, x.str(s))
+			if len(x.marks) == 1 && len(x.st)&1 == 1 {
+				d.valueStart(at)
+			}
 		case 'q', 'r', 0x94:
 			i, ok := d.memoIndex(op)
 			if !ok || !d.mput(i) {
@@ -241,6 +275,9 @@ func (d *pickleDecoder) entryOps(e *frEntry) (vsize, bool) {
 			}
 			if !d.mget(i) {
 				return vsize{}, false
+			}
+			if len(x.marks) == 1 && len(x.st)&1 == 1 {
+				d.valueStart(at)
 			}
 		case '}':
 			if !d.mskipping() {
@@ -278,6 +315,7 @@ func (d *pickleDecoder) entryOps(e *frEntry) (vsize, bool) {
 				if op == 'e' {
 					return vsize{}, false
 				}
+				d.valueEnd(at, 1)
 				return d.setEntryItems(e)
 			}
 			at := m - 1
@@ -329,10 +367,20 @@ func (d *pickleDecoder) setEntryItems(e *frEntry) (vsize, bool) {
 	return esz, true
 }
 
-// frameOp is FRAME: framing only (its size within the data).
+// frameOp is FRAME: framing only (its size within the data, the last
+// frame read to its end).
 func (d *pickleDecoder) frameOp() bool {
+	d.frames++
 	b, ok := d.arg(8)
-	return ok && binary.LittleEndian.Uint64(b) <= uint64(len(d.data)-d.pos)
+	if !ok || d.pos < d.frameEnd { // a new frame before the current one's end
+		return false
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n > uint64(len(d.data)-d.pos) {
+		return false
+	}
+	d.frameEnd = d.pos + int(n)
+	return true
 }
 
 // intOp reads the argument of BININT1, BININT2, BININT or LONG1 (up to 8
@@ -430,10 +478,13 @@ func (d *pickleDecoder) mset(i int, v any) bool {
 	if i < 0 || i > len(d.data) {
 		return false
 	}
+	x := d.ed
+	if i < len(d.memo) {
+		x.dropValues() // an overwritten slot: values kept may read it
+	}
 	for len(d.memo) <= i {
 		d.memo = append(d.memo, nil)
 	}
-	x := d.ed
 	x.grow(len(d.memo))
 	x.undo = append(x.undo, memoUndo{i, d.memo[i], x.mm[i]})
 	d.memo[i] = v
@@ -617,6 +668,7 @@ func (d *pickleDecoder) mcontainer(k mkind, from int) bool {
 	items := x.st[from:]
 	sz := sizeOf(items)
 	x.st = x.st[:from]
+	x.low = min(x.low, from)
 	csz := vsize{max(0, sz.h+1), 1 + sz.n}
 	if csz.h > maxPlainDepth || csz.n > d.budget {
 		return false
@@ -662,6 +714,7 @@ func (d *pickleDecoder) maddTo(at int, dict bool, from int) bool {
 	}
 	items := x.st[from:]
 	sz := sizeOf(items)
+	x.low = min(x.low, at)
 	c := &x.st[at]
 	c.sz.h = max(c.sz.h, sz.h+1)
 	c.sz.n += sz.n
@@ -747,6 +800,10 @@ func (d *pickleDecoder) items(v *mval) []mval {
 // setMini is e.set(k, the plain value of v), without making that value:
 // the fields are cut from the decoder's memory.
 func (d *pickleDecoder) setMini(e *frEntry, f int8, v *mval) {
+	if v.kind != mList && v.kind != mTuple {
+		d.setScalar(e, f, v.kind, v.b, v.i)
+		return
+	}
 	switch f {
 	case fName:
 		e.name = d.mString(v)
@@ -812,6 +869,96 @@ func (d *pickleDecoder) setMini(e *frEntry, f int8, v *mval) {
 		for j := range l {
 			e.dtypes[j] = d.mString(&l[j])
 		}
+	}
+}
+
+// setScalar is setMini of a scalar of kind k (its bool b, its integer,
+// float's bits or string's index i), without a value made: what setMini
+// makes of one (for a field read as a list: none).
+func (d *pickleDecoder) setScalar(e *frEntry, f int8, k mkind, b bool, i int64) {
+	switch f {
+	case fName, fState, fPGID:
+		var s string
+		switch k {
+		case mStr:
+			s = d.ed.strTab[i]
+		case mInt:
+			s = strconv.FormatInt(i, 10)
+		case mFloat:
+			s = asString(math.Float64frombits(uint64(i)))
+		}
+		switch f {
+		case fName:
+			e.name = s
+		case fState:
+			e.state = s
+		default:
+			e.pgID = s
+		}
+	case fPG:
+		e.pgN, e.pg0, e.pg1 = 0, "", ""
+	case fP2P:
+		e.isP2P = k == mBool && b
+	case fCreated, fStarted, fCompleted, fCSeq, fPSeq, fRecord:
+		var n frInt
+		switch k {
+		case mInt:
+			n = frInt{i, true}
+		case mStr:
+			n = toFRInt(d.ed.strTab[i])
+		case mFloat:
+			n = toFRInt(math.Float64frombits(uint64(i)))
+		}
+		switch f {
+		case fCreated:
+			e.created = n
+		case fStarted:
+			e.started = n
+		case fCompleted:
+			e.completed = n
+		case fCSeq:
+			e.cseq = n
+		case fPSeq:
+			e.pseq = n
+		default:
+			e.record = n
+		}
+	case fSizes:
+		e.nsizes, e.dims0, e.nelems = 0, nil, nil
+	case fDtypes:
+		e.dtypes = nil
+	}
+}
+
+// copyField sets e's field f (fieldOf) to src's.
+func copyField(e, src *frEntry, f int8) {
+	switch f {
+	case fName:
+		e.name = src.name
+	case fState:
+		e.state = src.state
+	case fPGID:
+		e.pgID = src.pgID
+	case fPG:
+		e.pgN, e.pg0, e.pg1 = src.pgN, src.pg0, src.pg1
+	case fP2P:
+		e.isP2P = src.isP2P
+	case fCreated:
+		e.created = src.created
+	case fStarted:
+		e.started = src.started
+	case fCompleted:
+		e.completed = src.completed
+	case fCSeq:
+		e.cseq = src.cseq
+	case fPSeq:
+		e.pseq = src.pseq
+	case fRecord:
+		e.record = src.record
+	case fSizes:
+		e.nsizes, e.dims0, e.nelems = src.nsizes, src.dims0, src.nelems
+	case fDtypes:
+		e.dtypes = src.dtypes
 	}
 }
 
@@ -886,7 +1033,8 @@ func (x *entryDec) release() {
 	x.ints.reset()
 	x.strs.reset()
 	clear(x.strTab)
-	x.strTab, x.field, x.mm = x.strTab[:0], x.field[:0], x.mm[:0]
+	x.dropValues()
+	x.strTab, x.field, x.mm, x.vc = x.strTab[:0], x.field[:0], x.mm[:0], x.vc[:0]
 	x.done = 0
 	entryDecs.Put(x)
 }

@@ -66,6 +66,7 @@ func decodeFR(data []byte) (any, *entryDec, error) {
 // newFRDecoder is loadFRPickle's decoder of data.
 func newFRDecoder(data []byte) *pickleDecoder {
 	ed := entryDecs.Get().(*entryDec)
+	ed.dropValues() // its bytes were another dump's
 	return &pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true, ed: ed,
 		stack: ed.stack, size: ed.size, marks: ed.dmark, memo: ed.memo}
 }
@@ -112,10 +113,15 @@ type pickleDecoder struct {
 	memo  []any // index -> value; nil slot: unset (a set None is pnone)
 	// budget is the generic path's bound on the values it copies (each
 	// reference to a memoized tuple is copied again).
-	budget  int64
-	fr      bool      // entries decoded into frEntry (loadFRPickle)
-	entries *plist    // the entries list, once an entry was pushed
-	ed      *entryDec // with fr
+	budget int64
+	fr     bool // entries decoded into frEntry (loadFRPickle)
+	frames int  // FRAMEs read
+	// frameEnd is where the last FRAME's frame ends (0: none yet). Like
+	// the generic path, the decoder refuses a FRAME before it, and an
+	// argument that begins before it and ends after it.
+	frameEnd int
+	entries  *plist    // the entries list, once an entry was pushed
+	ed       *entryDec // with fr
 }
 
 // vsize is the depth of a value's tree (0: a scalar; an overestimate by
@@ -377,8 +383,8 @@ func (d *pickleDecoder) setItems(m map[string]any, items []any) bool {
 }
 
 func (d *pickleDecoder) arg(n int) ([]byte, bool) {
-	if d.pos+n > len(d.data) || n < 0 {
-		return nil, false
+	if d.pos+n > len(d.data) || n < 0 || d.pos < d.frameEnd && d.pos+n > d.frameEnd {
+		return nil, false // past the data, or across a frame's end (the generic path's error)
 	}
 	b := d.data[d.pos : d.pos+n]
 	d.pos += n
@@ -388,6 +394,9 @@ func (d *pickleDecoder) arg(n int) ([]byte, bool) {
 func (d *pickleDecoder) put(i int) bool {
 	if d.frame() == 0 || i < 0 || i > len(d.data) {
 		return false
+	}
+	if d.fr && i < len(d.memo) {
+		d.ed.dropValues() // an overwritten slot: values kept may read it
 	}
 	for len(d.memo) <= i {
 		d.memo = append(d.memo, nil)

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -265,6 +266,11 @@ func TestFastPickle(t *testing.T) {
 func FuzzFastPickle(f *testing.F) {
 	for _, b := range pickleSeeds(f) {
 		f.Add(b)
+	}
+	// Dumps whose entries repeat values, for the value cache.
+	g := &pickleGen{rng: rand.New(rand.NewPCG(3, 4))}
+	for range 16 {
+		f.Add(g.dump(2 + g.rng.IntN(12)))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if bytes.Contains(data, []byte("panic")) || strings.Count(string(data), "(") > 1000 {
