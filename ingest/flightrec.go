@@ -215,7 +215,6 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	rows.grow(len(entries))
 	var noPeer, unknownTime int
 	unknown := counter{}
-	states := counter{}
 	// What an entry's name, dtype and shape say, found once per distinct
 	// value (a dump repeats a few of each).
 	type nameKind struct {
@@ -223,22 +222,24 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		p2p, skip, known, send, peerOK bool
 		peer                           int64
 	}
-	names := map[string]nameKind{}
-	dtypeOf := map[string]struct {
+	type dtypeSize struct {
 		short string
 		size  int64
-	}{}
+	}
+	var names recent[nameKind]
+	var dtypeOf recent[dtypeSize]
+	var groupRanks recent[[]trace.Rank]
 	var lastDims []int64
 	lastShape := ""
 	for i := range entries {
 		e := entries[i]
 		name := e.name
-		nk, ok := names[name]
+		nk, ok := names.get(name)
 		if !ok {
 			nk.kind, nk.p2p, nk.skip, nk.known = collectiveKind(name)
 			nk.send = isSendName(name)
 			_, nk.peer, nk.peerOK = p2pPeersFromName(name)
-			names[name] = nk
+			names.put(name, nk)
 		}
 		kind, p2p, skip, known := nk.kind, nk.p2p, nk.skip, nk.known
 		if skip {
@@ -258,7 +259,6 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		}
 		ev.IssueNs, ev.StartNs, ev.EndNs = created, trace.NoTime, trace.NoTime
 		state := e.state
-		states[state]++
 		started, hasStart := e.started.v, e.started.ok
 		completed, hasEnd := e.completed.v, e.completed.ok
 		switch state {
@@ -287,10 +287,10 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 			}
 			if j < len(e.dtypes) {
 				ds := e.dtypes[j]
-				dt, ok := dtypeOf[ds]
+				dt, ok := dtypeOf.get(ds)
 				if !ok {
 					dt.short, dt.size = normDtype(ds)
-					dtypeOf[ds] = dt
+					dtypeOf.put(ds, dt)
 				}
 				short, size := dt.short, dt.size
 				if j == 0 {
@@ -313,8 +313,13 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		}
 		send := nk.send
 		if peer, ok := nk.peer, nk.peerOK; ok {
-			if g, ok := side.groups[group]; ok && peer < int64(len(g.Ranks)) {
-				ev.Peer = g.Ranks[peer]
+			ranks, ok := groupRanks.get(group)
+			if !ok {
+				ranks = side.groups[group].Ranks // none for a group not in pg_config
+				groupRanks.put(group, ranks)
+			}
+			if peer < int64(len(ranks)) {
+				ev.Peer = ranks[peer]
 			}
 		}
 		if ev.Peer == trace.NoRank || ev.Peer == rank {
@@ -338,6 +343,36 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	p.t, p.pending = rows.finish(meta)
 	p.info.Ranks = []trace.Rank{rank}
 	return p, nil
+}
+
+// recent holds what was found for the last few distinct strings looked up
+// (a dump's entries repeat a few names, dtypes and groups, mostly the
+// same bytes of the decoder's memory, which compare at once): a linear
+// look among them costs less than hashing each.
+type recent[V any] struct {
+	k    [8]string
+	v    [8]V
+	n    int // slots used
+	next int // the slot to replace
+}
+
+func (r *recent[V]) get(s string) (V, bool) {
+	for i := range r.k[:r.n] {
+		if r.k[i] == s {
+			return r.v[i], true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+func (r *recent[V]) put(s string, v V) {
+	r.k[r.next], r.v[r.next] = s, v
+	r.next = (r.next + 1) % len(r.k)
+	r.n = max(r.n, r.next)
+	if r.next == 0 {
+		r.n = len(r.k)
+	}
 }
 
 // frEntry is what readFlightRecorder reads of an entry, converted as it

@@ -252,7 +252,13 @@ func (d *pickleDecoder) quickEntry(e *frEntry) (vsize, bool) {
 			k = mNone
 		case 0x88, 0x89:
 			k, b = mBool, op == 0x88
-		case 'K', 'M', 'J', 0x8a:
+		case 'K': // BININT1, as intOp reads it (inline: most of the values)
+			a, ok := d.arg(1)
+			if !ok {
+				return vsize{}, false
+			}
+			k, i = mInt, int64(a[0])
+		case 'M', 'J', 0x8a:
 			n, ok := d.intOp(op)
 			if !ok {
 				return vsize{}, false

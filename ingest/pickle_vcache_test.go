@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -241,5 +242,23 @@ func TestValueCacheRandom(t *testing.T) {
 	t.Logf("the entry decoder took %d entries, quickEntry %d of them; the cache gave %d values", done, quick, hits)
 	if quick < done/10 || hits < done/2 {
 		t.Errorf("quickEntry took %d of %d entries, the cache gave %d values", quick, done, hits)
+	}
+}
+
+// TestRecent: recent finds what was put for the last eight distinct
+// strings, the same string at other bytes too, and nothing else.
+func TestRecent(t *testing.T) {
+	var r recent[int]
+	if _, ok := r.get(""); ok {
+		t.Fatal("an empty recent found the empty string")
+	}
+	for i := range 20 {
+		r.put(strconv.Itoa(i), i)
+		for j := 0; j <= i; j++ {
+			v, ok := r.get(string([]byte(strconv.Itoa(j)))) // a copy: other bytes
+			if want := j > i-8; ok != want || ok && v != j {
+				t.Fatalf("after %d puts: get(%d) = %d, %v", i+1, j, v, ok)
+			}
+		}
 	}
 }
