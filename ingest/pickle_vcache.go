@@ -258,7 +258,24 @@ func (d *pickleDecoder) quickEntry(e *frEntry) (vsize, bool) {
 				return vsize{}, false
 			}
 			k, i = mInt, int64(a[0])
-		case 'M', 'J', 0x8a:
+		case 'M':
+			a, ok := d.arg(2)
+			if !ok {
+				return vsize{}, false
+			}
+			k, i = mInt, int64(binary.LittleEndian.Uint16(a))
+		case 0x8a: // LONG1 of 8 bytes (a time), inline; other lengths by intOp
+			if d.pos+9 <= len(data) && data[d.pos] == 8 && (d.pos >= d.frameEnd || d.pos+9 <= d.frameEnd) {
+				k, i = mInt, int64(binary.LittleEndian.Uint64(data[d.pos+1:]))
+				d.pos += 9
+				break
+			}
+			n, ok := d.intOp(op)
+			if !ok {
+				return vsize{}, false
+			}
+			k, i = mInt, n
+		case 'J':
 			n, ok := d.intOp(op)
 			if !ok {
 				return vsize{}, false
