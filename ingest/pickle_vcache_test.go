@@ -262,3 +262,27 @@ func TestRecent(t *testing.T) {
 		}
 	}
 }
+
+// TestValueCacheFrameEnd: a cached value whose bytes, in a later entry,
+// run across the end of a FRAME (an argument split by it, which the
+// generic path refuses) is not taken from the cache; one wholly after the
+// frame is.
+func TestValueCacheFrameEnd(t *testing.T) {
+	// The first entry memoizes the keys; the second's input_sizes is
+	// kept in the cache (the first's bytes held the put of its key).
+	first := "}(" + u("time_created_ns") + "q\x00K\x05" + u("input_sizes") + "q\x01](](M\x00\x10K\x01eeu" +
+		"}(h\x00K\x05h\x01](](M\x00\x10K\x01eeu"
+	frame := func(n int) string { return "\x95" + le32(n) + "\x00\x00\x00\x00" }
+	// The frame covers "K\x05h\x01](](M" and one byte of M's argument.
+	split := []byte(frDump(first + "}(h\x00" + frame(10) + "K\x05h\x01](](M\x00\x10K\x01eeu"))
+	checkFRPickle(t, split)
+	if _, err := loadFRPickle(split); err == nil {
+		t.Error("an argument across a frame's end was read")
+	}
+	// The frame covers "K\x05h\x01": the value after it comes from the cache.
+	whole := []byte(frDump(first + "}(h\x00" + frame(4) + "K\x05h\x01](](M\x00\x10K\x01eeu"))
+	checkFRPickle(t, whole)
+	if _, _, hits := decodeStats(whole); hits != 1 {
+		t.Errorf("%d values from the cache, want 1", hits)
+	}
+}
