@@ -1035,6 +1035,6 @@ func (x *entryDec) release() {
 	clear(x.strTab)
 	x.dropValues()
 	x.strTab, x.field, x.mm, x.vc = x.strTab[:0], x.field[:0], x.mm[:0], x.vc[:0]
-	x.done = 0
+	x.done, x.quick, x.hits = 0, 0, 0
 	entryDecs.Put(x)
 }

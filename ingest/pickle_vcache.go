@@ -22,13 +22,22 @@ import (
 //     what they held: every put that overwrites a slot drops the cache
 //     (dropValues), as does an entry given back to run (its slots are put
 //     back);
-//   - they hold no FRAME (whose check depends on where it lies);
+//   - they hold no FRAME (whose check depends on where it lies), and do
+//     not cross the end of one where they are taken (an argument across
+//     it is an error);
 //   - the key is the same string, so every skip decision is the same.
 //
 // What else their decoding did, new strings in strTab, is the same again
-// by value: the cached items name the first decoding's strings. The
+// by value: the cached items name the first decoding's strings. (The
+// memo condition is stricter than it need be: the same bytes set the same
+// slots to what they already hold. It costs nothing on torch's dumps,
+// whose containers set no slot once their strings are memoized.) The
 // tests decode dumps with and without the cache and against the generic
-// path (TestValueCache, FuzzFastPickle).
+// path (TestValueCacheDumps, TestValueCacheRandom, TestValueCacheFrameEnd,
+// FuzzFastPickle).
+//
+// quickEntry, below, reads an entry without the entry decoder's stack
+// when it is laid out as torch lays out all but a dump's first.
 
 // valCache is a container value decoded from raw under one key, and the
 // items under it laid out in kids (a in kids is relative to kids).
@@ -44,8 +53,8 @@ type valCache struct {
 // maxValCache is how many values per key the cache keeps (the last ones).
 const maxValCache = 4
 
-// useValueCache turns the value cache off for the tests that compare
-// decoding with and without it.
+// useValueCache turns the value cache and quickEntry off for the tests
+// that compare decoding with and without them (never set otherwise).
 var useValueCache = true
 
 // valSlot is the values kept under one key: vals[0:n], next the one to
@@ -54,6 +63,7 @@ type valSlot struct {
 	vals [maxValCache]valCache
 	n    int8
 	next int8
+	key  int64 // the key's index in strTab
 }
 
 // valueMark is where the value of an entry's item begins (valueStart):
@@ -125,7 +135,7 @@ func (d *pickleDecoder) keepValue(m *valueMark, at int) {
 	}
 	c := x.vc[m.key]
 	if c == 0 {
-		x.slots = append(x.slots, valSlot{})
+		x.slots = append(x.slots, valSlot{key: m.key})
 		c = int32(len(x.slots))
 		x.vc[m.key] = c
 	}
@@ -160,11 +170,13 @@ func (x *entryDec) lay(dst []mval, v mval) ([]mval, mval) {
 	return append(dst, moved...), v
 }
 
-// dropValues empties the value cache: a memo slot changed.
+// dropValues empties the value cache: a memo slot changed. It costs what
+// the cache holds, not what strTab does (a pickle may overwrite a slot
+// after every string).
 func (x *entryDec) dropValues() {
-	clear(x.vc)
 	for i := range x.slots {
 		s := &x.slots[i]
+		x.vc[s.key] = 0
 		for j := range s.vals {
 			s.vals[j].raw, s.vals[j].snap, s.vals[j].snapped = nil, frEntry{}, false
 		}
