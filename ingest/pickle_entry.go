@@ -259,21 +259,8 @@ func (d *pickleDecoder) entryOps(e *frEntry) (vsize, bool) {
 				return vsize{}, false
 			}
 		case 'h', 'j':
-			var i int
-			if op == 'h' {
-				b, ok := d.arg(1)
-				if !ok {
-					return vsize{}, false
-				}
-				i = int(b[0])
-			} else {
-				b, ok := d.arg(4)
-				if !ok {
-					return vsize{}, false
-				}
-				i = int(binary.LittleEndian.Uint32(b))
-			}
-			if !d.mget(i) {
+			i, ok := d.getIndex(op)
+			if !ok || !d.mget(i) {
 				return vsize{}, false
 			}
 			if len(x.marks) == 1 && len(x.st)&1 == 1 {
@@ -471,6 +458,22 @@ func (d *pickleDecoder) memoIndex(op byte) (int, bool) {
 		return int(binary.LittleEndian.Uint32(b)), true
 	}
 	return len(d.memo), true
+}
+
+// getIndex reads the slot of BINGET or LONG_BINGET.
+func (d *pickleDecoder) getIndex(op byte) (int, bool) {
+	if op == 'h' {
+		b, ok := d.arg(1)
+		if !ok {
+			return 0, false
+		}
+		return int(b[0]), true
+	}
+	b, ok := d.arg(4)
+	if !ok {
+		return 0, false
+	}
+	return int(binary.LittleEndian.Uint32(b)), true
 }
 
 // mset sets memo slot i to v, as put does, noting what it held.

@@ -500,14 +500,9 @@ func (d *pickleDecoder) run() (any, bool) {
 			if !ok || !d.put(i) {
 				return nil, false
 			}
-		case 'h': // BINGET
-			b, ok := d.arg(1)
-			if !ok || !d.get(int(b[0])) {
-				return nil, false
-			}
-		case 'j': // LONG_BINGET
-			b, ok := d.arg(4)
-			if !ok || !d.get(int(binary.LittleEndian.Uint32(b))) {
+		case 'h', 'j': // BINGET, LONG_BINGET
+			i, ok := d.getIndex(op)
+			if !ok || !d.get(i) {
 				return nil, false
 			}
 		case '}': // EMPTY_DICT

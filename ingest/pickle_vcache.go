@@ -316,21 +316,8 @@ func (d *pickleDecoder) quickEntry(e *frEntry) (vsize, bool) {
 				}
 			}
 		case 'h', 'j':
-			var j int
-			if op == 'h' {
-				a, ok := d.arg(1)
-				if !ok {
-					return vsize{}, false
-				}
-				j = int(a[0])
-			} else {
-				a, ok := d.arg(4)
-				if !ok {
-					return vsize{}, false
-				}
-				j = int(binary.LittleEndian.Uint32(a))
-			}
-			if j >= len(d.memo) || x.mm[j].kind == mUnset {
+			j, ok := d.getIndex(op)
+			if !ok || j >= len(d.memo) || x.mm[j].kind == mUnset {
 				return vsize{}, false // a tuple, or a slot run refuses
 			}
 			m := &x.mm[j]
