@@ -282,11 +282,7 @@ func (d *pickleDecoder) quickEntry(e *frEntry) (vsize, bool) {
 				d.pos += 9
 				break
 			}
-			n, ok := d.intOp(op)
-			if !ok {
-				return vsize{}, false
-			}
-			k, i = mInt, n
+			fallthrough
 		case 'J':
 			n, ok := d.intOp(op)
 			if !ok {
