@@ -124,6 +124,10 @@ func (g *pickleGen) str(s string) {
 	}
 }
 
+// value writes a random value: scalars, strings, tuples of strings, lists
+// of lists of ints or of strings, empty containers; hostile adds a dict,
+// a memoized container, a string memoized over a slot in use and a FRAME
+// inside a list.
 func (g *pickleGen) value(hostile bool) {
 	r := g.rng
 	n := 11
