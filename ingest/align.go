@@ -91,10 +91,6 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 
 	// 2. Collective end-time differences between domains. Each
 	// collective's ends, one per domain (its first row's), in a list.
-	type domEnd struct {
-		d   int
-		end int64
-	}
 	type rankGroup struct {
 		r trace.Rank
 		g trace.Str
@@ -193,11 +189,21 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	var setN []int         // per set, its collectives
 	setOf := make([]int32, len(ends))
 	var sig []byte
+	span := int64(0) // the widest collective: its latest end less its earliest
 	for x, l := range ends {
 		slices.SortFunc(l, func(x, y domEnd) int { return cmp.Compare(x.d, y.d) })
 		sig = sig[:0]
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 		for _, e := range l {
 			sig = binary.AppendUvarint(sig, uint64(e.d))
+			lo, hi = min(lo, e.end), max(hi, e.end)
+		}
+		if len(l) > 0 {
+			w := hi - lo
+			if w < 0 { // past int64: as wide as can be
+				w = math.MaxInt64
+			}
+			span = max(span, w)
 		}
 		set, ok := pairsOf[string(sig)]
 		if !ok {
@@ -231,24 +237,6 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 			total += setN[set]
 		}
 	}
-	lists := make([][]int64, len(want))
-	flat := make([]int64, total)
-	for id, w := range want {
-		lists[id], flat = flat[:0:w], flat[w:]
-	}
-	for x, l := range ends {
-		slots := setSlots[setOf[x]]
-		p := 0
-		for i := range l {
-			for j := i + 1; j < len(l); j++ {
-				lists[slots[p]] = append(lists[slots[p]], l[i].end-l[j].end)
-				p++
-			}
-			if len(l) > allPairsDomains {
-				break
-			}
-		}
-	}
 	type edge struct {
 		to     int
 		offset int64 // x_to - x_from
@@ -262,15 +250,21 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	for k := range diffs {
 		keys = append(keys, k)
 	}
-	meds := make([][2]int64, len(keys))
-	eachParallel(len(keys), func(i int) {
-		med, mad := medianMAD(lists[diffs[keys[i]]])
-		meds[i] = [2]int64{med, mad}
-	})
+	ids := make([]int32, len(keys))
 	for i, k := range keys {
-		ds, med, mad := lists[diffs[k]], meds[i][0], meds[i][1] // ds: deviations now, only counted
-		adj[k[0]] = append(adj[k[0]], edge{k[1], med, len(ds), mad})
-		adj[k[1]] = append(adj[k[1]], edge{k[0], -med, len(ds), mad})
+		ids[i] = diffs[k]
+	}
+	p := pairPlan{ends: ends, setSlots: setSlots, setOf: setOf, want: want, total: total, ids: ids}
+	var meds [][2]int64
+	if span < 1<<30 { // every difference, and its deviation, fits in 32 bits: half the memory
+		meds = pairMedians[int32](p)
+	} else {
+		meds = pairMedians[int64](p)
+	}
+	for i, k := range keys {
+		med, mad, cnt := meds[i][0], meds[i][1], want[ids[i]]
+		adj[k[0]] = append(adj[k[0]], edge{k[1], med, cnt, mad})
+		adj[k[1]] = append(adj[k[1]], edge{k[0], -med, cnt, mad})
 	}
 	for d := range adj {
 		sort.Slice(adj[d], func(i, j int) bool {
@@ -485,29 +479,159 @@ type chanKey struct{ src, dst trace.Rank }
 
 // p2pChannels lists the rows of each channel's sends and receives, in row
 // order, leaving out the rows skip marks (nil: none). A send is SEND_F,
-// SEND_B or another tool's SEND; a receive alike.
-func p2pChannels(t *trace.Trace, skip []bool) (sends, recvs map[chanKey][]int) {
-	sends, recvs = map[chanKey][]int{}, map[chanKey][]int{}
-	for i := 0; i < t.Len(); i++ {
-		k := t.Kind[i]
-		if t.Peer[i] < 0 || skip != nil && skip[i] {
-			continue
+// SEND_B or another tool's SEND; a receive alike. The rows are counted
+// first, then every list is cut from one array: grown append by append,
+// the lists of a 16384-rank job's dumps were 1.2 s of fresh memory's
+// page faults and copies.
+func p2pChannels(t *trace.Trace, skip []bool) (sends, recvs map[chanKey][]int32) {
+	var s, r channelLists
+	for pass := range 2 {
+		for i := 0; i < t.Len(); i++ {
+			if t.Peer[i] < 0 || skip != nil && skip[i] {
+				continue
+			}
+			switch k := t.Kind[i]; {
+			case k.IsSend() || k.String() == "SEND":
+				s.note(pass, chanKey{t.Rank[i], t.Peer[i]}, i)
+			case k.IsRecv() || k.String() == "RECV":
+				r.note(pass, chanKey{t.Peer[i], t.Rank[i]}, i)
+			}
 		}
-		switch {
-		case k.IsSend() || k.String() == "SEND":
-			sends[chanKey{t.Rank[i], t.Peer[i]}] = append(sends[chanKey{t.Rank[i], t.Peer[i]}], i)
-		case k.IsRecv() || k.String() == "RECV":
-			recvs[chanKey{t.Peer[i], t.Rank[i]}] = append(recvs[chanKey{t.Peer[i], t.Rank[i]}], i)
+		if pass == 0 {
+			s.cut()
+			r.cut()
 		}
 	}
-	return sends, recvs
+	return s.result(), r.result()
+}
+
+// channelLists is one direction of p2pChannels: each channel's index, its
+// rows (counted in the first pass, listed in the second), and the last
+// two channels noted (a rank's rows are together, and go to a few peers:
+// most rows find theirs there, not in the map).
+type channelLists struct {
+	ids    map[chanKey]int32
+	keys   []chanKey
+	counts []int32
+	lists  [][]int32
+	last   [2]chanKey
+	lastID [2]int32
+	nlast  int
+}
+
+// id returns channel k's index, a new one for a channel not seen.
+func (c *channelLists) id(k chanKey) int32 {
+	for j := range c.nlast {
+		if c.last[j] == k {
+			return c.lastID[j]
+		}
+	}
+	id, ok := c.ids[k]
+	if !ok {
+		if c.ids == nil {
+			c.ids = map[chanKey]int32{}
+		}
+		id = int32(len(c.keys))
+		c.ids[k] = id
+		c.keys, c.counts = append(c.keys, k), append(c.counts, 0)
+	}
+	c.last[1], c.lastID[1] = c.last[0], c.lastID[0]
+	c.last[0], c.lastID[0] = k, id
+	c.nlast = min(c.nlast+1, 2)
+	return id
+}
+
+// note counts row i of channel k (pass 0) or lists it (pass 1). Rows fit
+// in 32 bits: a trace of 2^31 rows would take 260 GB in memory.
+func (c *channelLists) note(pass int, k chanKey, i int) {
+	id := c.id(k)
+	if pass == 0 {
+		c.counts[id]++
+		return
+	}
+	c.lists[id] = append(c.lists[id], int32(i))
+}
+
+// cut makes every channel's list room for its rows, from one array.
+func (c *channelLists) cut() {
+	total := 0
+	for _, n := range c.counts {
+		total += int(n)
+	}
+	flat := make([]int32, total)
+	c.lists = make([][]int32, len(c.counts))
+	for id, n := range c.counts {
+		c.lists[id], flat = flat[:0:n], flat[n:]
+	}
+}
+
+// result returns the lists by channel.
+func (c *channelLists) result() map[chanKey][]int32 {
+	m := make(map[chanKey][]int32, len(c.keys))
+	for id, k := range c.keys {
+		m[k] = c.lists[id]
+	}
+	return m
+}
+
+// domEnd is one clock domain's end of a collective.
+type domEnd struct {
+	d   int
+	end int64
+}
+
+// pairPlan is what pairMedians needs of alignClocks: each collective's
+// ends (sorted by domain), the pair lists of each set of domains and each
+// collective's set, each list's length and their total, and the lists
+// whose medians are wanted.
+type pairPlan struct {
+	ends     [][]domEnd
+	setSlots [][]int32
+	setOf    []int32
+	want     []int
+	total    int
+	ids      []int32
+}
+
+// pairMedians fills every pair's list of end-time differences (x_b - x_a
+// estimates; every pair of a collective's domains, or each against the
+// lowest past allPairsDomains), cut from one array of T, and returns the
+// median and spread (medianMAD) of the lists p.ids names, on every core.
+// T is int32 when every difference fits (alignClocks checks the widest
+// collective): the lists are a fleet's largest allocation here, 688 MB
+// for a 16384-rank job's dumps as int64, and fresh pages cost.
+func pairMedians[T int32 | int64](p pairPlan) [][2]int64 {
+	lists := make([][]T, len(p.want))
+	flat := make([]T, p.total)
+	for id, w := range p.want {
+		lists[id], flat = flat[:0:w], flat[w:]
+	}
+	for x, l := range p.ends {
+		slots := p.setSlots[p.setOf[x]]
+		k := 0
+		for i := range l {
+			for j := i + 1; j < len(l); j++ {
+				lists[slots[k]] = append(lists[slots[k]], T(l[i].end-l[j].end))
+				k++
+			}
+			if len(l) > allPairsDomains {
+				break
+			}
+		}
+	}
+	meds := make([][2]int64, len(p.ids))
+	eachParallel(len(p.ids), func(i int) {
+		med, mad := medianMAD(lists[p.ids[i]])
+		meds[i] = [2]int64{med, mad}
+	})
+	return meds
 }
 
 // medianMAD returns the median of xs (the upper one of an even count) and
 // the median absolute deviation, overwriting xs with the deviations: the
 // per-pair lists are not read again, and copying them was 381 MB of
 // garbage (and so of peak memory) for a 4096-rank job's dumps.
-func medianMAD(xs []int64) (int64, int64) {
+func medianMAD[T int32 | int64](xs []T) (int64, int64) {
 	slices.Sort(xs)
 	med := xs[len(xs)/2]
 	for i, v := range xs {
@@ -517,7 +641,7 @@ func medianMAD(xs []int64) (int64, int64) {
 		}
 	}
 	slices.Sort(xs)
-	return med, xs[len(xs)/2]
+	return int64(med), int64(xs[len(xs)/2])
 }
 
 func fmtDuration(ns int64) string {

@@ -13,13 +13,15 @@ import (
 // clock) that share collectives of one group: each rank's clock is off by
 // a known skew, so the offset alignClocks finds for it must undo that
 // skew exactly. Sizes on both sides of allPairsDomains: every pair of
-// files, and each file against the lowest one.
+// files, and each file against the lowest one; skews under a millisecond
+// (the end-time differences kept in 32 bits) and up to 10 s (64 bits).
 func TestAlignClocksManyFiles(t *testing.T) {
-	for _, files := range []int{5, allPairsDomains, allPairsDomains + 1, 300} {
-		t.Run(fmt.Sprint(files), func(t *testing.T) {
+	for _, c := range []struct{ files, scale int }{{5, 1}, {allPairsDomains, 1}, {allPairsDomains + 1, 1}, {300, 1}, {5, 10_000}, {300, 10_000}} {
+		files := c.files
+		t.Run(fmt.Sprint(files, "x", c.scale), func(t *testing.T) {
 			tr := &trace.Trace{}
 			var parts []*part
-			skew := func(r int) int64 { return int64(r*7919%1000) * 1000 } // ns, rank 0: 0
+			skew := func(r int) int64 { return int64(r*7919%1000) * 1000 * int64(c.scale) } // ns, rank 0: 0
 			for r := range files {
 				parts = append(parts, &part{external: true, info: FileInfo{Path: fmt.Sprintf("_dump_%d", r), Ranks: []trace.Rank{trace.Rank(r)}}})
 				for k := range 3 {

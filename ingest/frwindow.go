@@ -89,7 +89,7 @@ func windowDrops(t *trace.Trace, parts []*part, off func(trace.Rank) int64) *win
 	// other was posted; the one that completed first lost its partner to
 	// its peer's ring (when that ring wrapped).
 	sends, recvs := p2pChannels(t, d.rows)
-	drop := func(i int, peer trace.Rank) {
+	drop := func(i int32, peer trace.Rank) {
 		d.rows[i] = true
 		d.n++
 		peers[peer] = true
