@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/ppprof/ppprof/internal/frdump"
 	"github.com/ppprof/ppprof/sim"
@@ -288,5 +289,39 @@ func TestValueCacheFrameEnd(t *testing.T) {
 	checkFRPickle(t, whole)
 	if _, _, hits := decodeStats(whole); hits != 1 {
 		t.Errorf("%d values from the cache, want 1", hits)
+	}
+}
+
+// TestStringAcrossFrameEnd: a string whose bytes run past the end of a
+// FRAME is an error, as in the generic path (it was read as "").
+func TestStringAcrossFrameEnd(t *testing.T) {
+	// The frame covers BINUNICODE, its length and two of its four bytes,
+	// which are opcodes too (a key "x", None): read as "", the entry
+	// would be {state: "", x: None}.
+	data := []byte(frDump("}(" + u("state") + "\x95" + le32(7) + "\x00\x00\x00\x00X\x04\x00\x00\x00\x8c\x01xNu"))
+	checkFRPickle(t, data)
+	if _, err := loadFRPickle(data); err == nil {
+		t.Error("a string across a frame's end was read")
+	}
+}
+
+// TestIntern: long strings of the same bytes are one string, in one dump
+// and the next; what is kept stays under internMax.
+func TestIntern(t *testing.T) {
+	long := strings.Repeat("0, 1, 2, ", 200) // past internMin
+	data := []byte(frDump("}(" + u("state") + "X" + le32(len(long)) + long + "u}(" + u("state") + "X" + le32(len(long)) + long + "u"))
+	checkFRPickle(t, data)
+	var x entryDec
+	a, b := x.intern([]byte(long)), x.intern([]byte(long))
+	if a != long || unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Error("the same bytes made two strings")
+	}
+	chunk := make([]byte, internMax/4+1)
+	for i := range 9 {
+		chunk[0] = byte(i)
+		x.intern(chunk)
+		if x.bigBytes > internMax {
+			t.Fatalf("%d bytes interned, past %d", x.bigBytes, internMax)
+		}
 	}
 }
