@@ -325,3 +325,26 @@ func BenchmarkDropRows(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// TestValidateTimes: on traces whose other columns are valid, with
+// random times (null, equal, out of order, at the extremes),
+// ValidateTimes returns what Validate returns, the same row and column.
+func TestValidateTimes(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	times := []int64{NoTime, 0, 1, 5, -3, math.MaxInt64, math.MinInt64 + 1}
+	for range 3000 {
+		tr := &Trace{}
+		for i := range 1 + rng.Intn(6) {
+			e := ev(Rank(i%2), int64(i), F, 0, 0)
+			e.IssueNs, e.StartNs, e.EndNs = times[rng.Intn(len(times))], times[rng.Intn(len(times))], times[rng.Intn(len(times))]
+			if rng.Intn(3) > 0 { // mostly valid rows
+				e.IssueNs, e.StartNs, e.EndNs = 1, 2, 3
+			}
+			tr.Append(e)
+		}
+		want, got := tr.Validate(), tr.ValidateTimes()
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("ValidateTimes %v, Validate %v (issue %v start %v end %v)", got, want, tr.IssueNs, tr.StartNs, tr.EndNs)
+		}
+	}
+}
