@@ -254,12 +254,12 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	for i, k := range keys {
 		ids[i] = diffs[k]
 	}
-	p := pairPlan{ends: ends, setSlots: setSlots, setOf: setOf, want: want, total: total, ids: ids}
+	plan := pairPlan{ends: ends, setSlots: setSlots, setOf: setOf, want: want, total: total, ids: ids}
 	var meds [][2]int64
 	if span < 1<<30 { // every difference, and its deviation, fits in 32 bits: half the memory
-		meds = pairMedians[int32](p)
+		meds = pairMedians[int32](plan)
 	} else {
-		meds = pairMedians[int64](p)
+		meds = pairMedians[int64](plan)
 	}
 	for i, k := range keys {
 		med, mad, cnt := meds[i][0], meds[i][1], want[ids[i]]
