@@ -281,7 +281,11 @@ func (a *analysis) matchCollectives() {
 	// Each collective's rows, in row order (so by rank): one array for
 	// all, cut by counts (appending to each collective's own list grew
 	// millions of small slices).
-	ops := make([]int32, 0, len(cs.collRow))
+	nops := 0
+	for ci := range cs.colls {
+		nops += int(cs.colls[ci].nops)
+	}
+	ops := make([]int32, 0, nops)
 	for ci := range cs.colls {
 		c := &cs.colls[ci]
 		c.ops = ops[len(ops) : len(ops) : len(ops)+int(c.nops)]
