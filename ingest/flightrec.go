@@ -177,12 +177,21 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 
 	// 2. The pipeline and TP groups.
 	p2pUse := map[string]int{}
+	var p2pName recent[bool] // whether a name says send or recv, per name
 	for i := range entries {
 		e := entries[i]
-		if e.isP2P || strings.Contains(e.name, "send") || strings.Contains(e.name, "recv") {
-			g, _ := e.group()
-			p2pUse[g]++
+		if !e.isP2P {
+			says, ok := p2pName.get(e.name)
+			if !ok {
+				says = strings.Contains(e.name, "send") || strings.Contains(e.name, "recv")
+				p2pName.put(e.name, says)
+			}
+			if !says {
+				continue
+			}
 		}
+		g, _ := e.group()
+		p2pUse[g]++
 	}
 	side.ppGroup = pickGroup(side.groups, rank, []string{"PIPELINE_MODEL_PARALLEL_GROUP", "pipeline_model_parallel_group", "pp"}, p2pUse)
 	side.tpGroup = pickGroup(side.groups, rank, []string{"TENSOR_MODEL_PARALLEL_GROUP", "tensor_model_parallel_group", "tp"}, nil)
