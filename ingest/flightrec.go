@@ -180,15 +180,10 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	var p2pName recent[bool] // whether a name says send or recv, per name
 	for i := range entries {
 		e := entries[i]
-		if !e.isP2P {
-			says, ok := p2pName.get(e.name)
-			if !ok {
-				says = strings.Contains(e.name, "send") || strings.Contains(e.name, "recv")
-				p2pName.put(e.name, says)
-			}
-			if !says {
-				continue
-			}
+		if !e.isP2P && !p2pName.find(e.name, func(name string) bool {
+			return strings.Contains(name, "send") || strings.Contains(name, "recv")
+		}) {
+			continue
 		}
 		g, _ := e.group()
 		p2pUse[g]++
@@ -243,13 +238,12 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 	for i := range entries {
 		e := entries[i]
 		name := e.name
-		nk, ok := names.get(name)
-		if !ok {
+		nk := names.find(name, func(name string) (nk nameKind) {
 			nk.kind, nk.p2p, nk.skip, nk.known = collectiveKind(name)
 			nk.send = isSendName(name)
 			_, nk.peer, nk.peerOK = p2pPeersFromName(name)
-			names.put(name, nk)
-		}
+			return nk
+		})
 		kind, p2p, skip, known := nk.kind, nk.p2p, nk.skip, nk.known
 		if skip {
 			unknown[name]++
@@ -296,11 +290,10 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 			}
 			if j < len(e.dtypes) {
 				ds := e.dtypes[j]
-				dt, ok := dtypeOf.get(ds)
-				if !ok {
+				dt := dtypeOf.find(ds, func(ds string) (dt dtypeSize) {
 					dt.short, dt.size = normDtype(ds)
-					dtypeOf.put(ds, dt)
-				}
+					return dt
+				})
 				short, size := dt.short, dt.size
 				if j == 0 {
 					ev.Dtype = short
@@ -322,11 +315,9 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		}
 		send := nk.send
 		if peer, ok := nk.peer, nk.peerOK; ok {
-			ranks, ok := groupRanks.get(group)
-			if !ok {
-				ranks = side.groups[group].Ranks // none for a group not in pg_config
-				groupRanks.put(group, ranks)
-			}
+			ranks := groupRanks.find(group, func(group string) []trace.Rank {
+				return side.groups[group].Ranks // none for a group not in pg_config
+			})
 			if peer < int64(len(ranks)) {
 				ev.Peer = ranks[peer]
 			}
@@ -365,23 +356,19 @@ type recent[V any] struct {
 	next int // the slot to replace
 }
 
-func (r *recent[V]) get(s string) (V, bool) {
+// find returns what was found for s, finding it (of) when s is not among
+// the last few strings looked up.
+func (r *recent[V]) find(s string, of func(string) V) V {
 	for i := range r.k[:r.n] {
 		if r.k[i] == s {
-			return r.v[i], true
+			return r.v[i]
 		}
 	}
-	var zero V
-	return zero, false
-}
-
-func (r *recent[V]) put(s string, v V) {
+	v := of(s)
 	r.k[r.next], r.v[r.next] = s, v
 	r.next = (r.next + 1) % len(r.k)
-	r.n = max(r.n, r.next)
-	if r.next == 0 {
-		r.n = len(r.k)
-	}
+	r.n = min(r.n+1, len(r.k))
+	return v
 }
 
 // frEntry is what readFlightRecorder reads of an entry, converted as it

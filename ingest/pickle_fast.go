@@ -65,8 +65,7 @@ func decodeFR(data []byte) (any, *entryDec, error) {
 
 // newFRDecoder is loadFRPickle's decoder of data.
 func newFRDecoder(data []byte) *pickleDecoder {
-	ed := entryDecs.Get().(*entryDec)
-	ed.dropValues() // its bytes were another dump's
+	ed := entryDecs.Get().(*entryDec) // released: its value cache empty
 	return &pickleDecoder{data: data, budget: 4*int64(len(data)) + 1024, fr: true, ed: ed,
 		stack: ed.stack, size: ed.size, marks: ed.dmark, memo: ed.memo}
 }

@@ -250,17 +250,26 @@ func TestValueCacheRandom(t *testing.T) {
 	}
 }
 
-// TestRecent: recent finds what was put for the last eight distinct
+// TestRecent: recent finds what was found for the last eight distinct
 // strings, the same string at other bytes too, and nothing else.
 func TestRecent(t *testing.T) {
 	var r recent[int]
-	if _, ok := r.get(""); ok {
+	// get looks s up in a copy of r: what find found, and whether it
+	// found it without calling of.
+	get := func(s string) (int, bool) {
+		c, missed := r, false
+		v := c.find(s, func(string) int { missed = true; return -1 })
+		return v, !missed
+	}
+	if _, ok := get(""); ok {
 		t.Fatal("an empty recent found the empty string")
 	}
 	for i := range 20 {
-		r.put(strconv.Itoa(i), i)
+		if v := r.find(strconv.Itoa(i), func(string) int { return i }); v != i {
+			t.Fatalf("find(%d) of a new string = %d", i, v)
+		}
 		for j := 0; j <= i; j++ {
-			v, ok := r.get(string([]byte(strconv.Itoa(j)))) // a copy: other bytes
+			v, ok := get(string([]byte(strconv.Itoa(j)))) // a copy: other bytes
 			if want := j > i-8; ok != want || ok && v != j {
 				t.Fatalf("after %d puts: get(%d) = %d, %v", i+1, j, v, ok)
 			}
