@@ -74,16 +74,12 @@ func (t *Trace) Validate() error {
 		case t.Flops[i] < 0 || math.IsNaN(t.Flops[i]) || math.IsInf(t.Flops[i], 0):
 			return bad(i, "flops", "flops %v (want finite, >= 0)", t.Flops[i])
 		case t.IssueNs[i] == NoTime:
-			return bad(i, "issue_ns", "null issue time")
+			return t.timesError(i)
 		case t.GroupSeq[i] < NoGroupSeq:
 			return bad(i, "group_seq", "group_seq %d (want >= 0, or -1 for unknown)", t.GroupSeq[i])
 		}
-		start, end := t.StartNs[i], t.EndNs[i]
-		if end != NoTime && start == NoTime {
-			return bad(i, "start_ns", "null start with end %d: an op cannot end without starting", end)
-		}
-		if end != NoTime && end < start {
-			return bad(i, "end_ns", "end %d before start %d", end, start)
+		if start, end := t.StartNs[i], t.EndNs[i]; end != NoTime && (start == NoTime || end < start) {
+			return t.timesError(i)
 		}
 		k := t.Kind[i]
 		if k.IsP2P() {
@@ -131,21 +127,26 @@ func (t *Trace) Validate() error {
 func (t *Trace) ValidateTimes() error {
 	issue, start, end := t.IssueNs[:t.Len()], t.StartNs[:t.Len()], t.EndNs[:t.Len()]
 	for i := range issue {
-		s, e := start[i], end[i]
-		if issue[i] != NoTime && (e == NoTime || s != NoTime && e >= s) {
-			continue
-		}
-		bad := func(col, format string, args ...any) error {
-			return &RowError{Row: i, Rank: t.Rank[i], Column: col, Reason: fmt.Sprintf(format, args...)}
-		}
-		switch {
-		case issue[i] == NoTime:
-			return bad("issue_ns", "null issue time")
-		case s == NoTime:
-			return bad("start_ns", "null start with end %d: an op cannot end without starting", e)
-		default:
-			return bad("end_ns", "end %d before start %d", e, s)
+		if s, e := start[i], end[i]; issue[i] == NoTime || e != NoTime && (s == NoTime || e < s) {
+			return t.timesError(i)
 		}
 	}
 	return nil
+}
+
+// timesError says what is wrong with row i's times: no issue time, an end
+// without a start, or an end before its start (the first that holds).
+func (t *Trace) timesError(i int) error {
+	bad := func(col, format string, args ...any) error {
+		return &RowError{Row: i, Rank: t.Rank[i], Column: col, Reason: fmt.Sprintf(format, args...)}
+	}
+	start, end := t.StartNs[i], t.EndNs[i]
+	switch {
+	case t.IssueNs[i] == NoTime:
+		return bad("issue_ns", "null issue time")
+	case start == NoTime:
+		return bad("start_ns", "null start with end %d: an op cannot end without starting", end)
+	default:
+		return bad("end_ns", "end %d before start %d", end, start)
+	}
 }
