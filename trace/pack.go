@@ -233,14 +233,15 @@ func asInt64(f []float64) []int64 {
 
 // packScratch is one worker's room to pack a block in.
 type packScratch struct {
-	tmp [PackBlockRows]uint64
-	buf []byte
+	tmp  [PackBlockRows]uint64
+	buf  []byte
+	dict dictScratch
 }
 
 var packScratchPool = sync.Pool{New: func() any {
 	// Room for the worst block: every column 8 bytes per row, plus
 	// dictionaries (never chosen when larger than 8 bytes per row).
-	return &packScratch{buf: make([]byte, 0, NumColumns*8*PackBlockRows)}
+	return &packScratch{buf: make([]byte, 0, NumColumns*8*PackBlockRows), dict: dictScratch{dict: make([]int64, 0, 256)}}
 }}
 
 // packBlock packs rows [lo, hi) of t.
@@ -249,7 +250,7 @@ func packBlock(t *Trace, lo, hi int) packedBlock {
 	ps := packScratchPool.Get().(*packScratch)
 	defer packScratchPool.Put(ps)
 	buf := ps.buf[:0]
-	h, u := &blk.hdr, &ps.tmp
+	h, u := &blk.hdr, ps
 	h[ColRank], buf = encodeInts(t.Rank[lo:hi], nil, false, u, buf)
 	h[ColPipeline], buf = encodeInts(t.Pipeline[lo:hi], nil, false, u, buf)
 	h[ColStage], buf = encodeInts(t.Stage[lo:hi], nil, false, u, buf)
@@ -304,9 +305,9 @@ func payload(n int, w uint8) int { return (n*int(w) + 7) / 8 }
 
 // encodeInts chooses the narrowest encoding of v (ref: the column v may be
 // stored against, or nil; delta: whether to try deltas, for the columns
-// that count up), appends its payload to buf and returns its header. tmp
+// that count up), appends its payload to buf and returns its header. ps
 // is scratch.
-func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, tmp *[PackBlockRows]uint64, buf []byte) (colHdr, []byte) {
+func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, ps *packScratch, buf []byte) (colHdr, []byte) {
 	h := colHdr{off: int32(len(buf)), enc: encFOR}
 	n := len(v)
 	if n == 0 {
@@ -335,12 +336,12 @@ func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, t
 			h = colHdr{off: h.off, enc: encRef, width: w, base: rlo}
 		}
 	}
-	u := tmp[:n]
+	u := ps.tmp[:n]
 	if h.width >= 8 {
 		// A dictionary of up to 256 values, when its codes and entries
 		// take fewer bytes than the rows.
 		// Codes of at most half the width: 16 values for 8-bit rows.
-		if dict, ok := smallDict(v, u, 1<<min(h.width/2, 8)); ok {
+		if dict, ok := smallDict(v, u, 1<<min(h.width/2, 8), &ps.dict); ok {
 			if cw := width(uint64(len(dict) - 1)); len(dict)*8+payload(n, cw) < payload(n, h.width) {
 				h = colHdr{off: h.off, enc: encDict, width: cw, ndict: uint16(len(dict))}
 				for _, d := range dict {
@@ -450,12 +451,24 @@ func putFOR[T ~int32 | ~int64 | ~uint16 | ~uint32](buf []byte, w uint8, v []T, b
 
 // smallDict returns the distinct values of v, in order of first
 // appearance, and sets codes[i] to v[i]'s index among them, when there are
-// at most limit (256 or fewer) distinct values.
-func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64, limit int) ([]int64, bool) {
-	const slots = 1024 // open addressing, at most a quarter full
-	var keys [slots]int64
-	var code [slots]int16 // 1 + index in dict; 0: empty
-	dict := make([]int64, 0, 16)
+// at most limit (256 or fewer) distinct values. The dictionary is ds's,
+// valid until ds is used again.
+//
+// Its table and dictionary are ds's, left empty for the next call: most
+// calls are for columns of more distinct values than the limit (times),
+// and each made a table of 10 KB zeroed and a dictionary grown to the
+// limit before it gave up (1.5 s of the 32 s of CPU packing the
+// 302M-event fleet trace's chunks took).
+func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64, limit int, ds *dictScratch) ([]int64, bool) {
+	keys, code, used := &ds.keys, &ds.code, &ds.used
+	dict := ds.dict[:0]
+	defer func() {
+		// Only the slots set are cleared: at most limit of them.
+		for _, s := range used[:len(dict)] {
+			code[s] = 0
+		}
+		ds.dict = dict[:0]
+	}()
 	last, lastCode := int64(v[0]), uint64(0)
 	for i, x := range v {
 		x := int64(x)
@@ -463,14 +476,15 @@ func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64, lim
 			codes[i] = lastCode
 			continue
 		}
-		s := uint64(x) * 0x9e3779b97f4a7c15 >> (64 - 10)
+		s := dictSlot(x)
 		for code[s] != 0 && keys[s] != x {
-			s = (s + 1) & (slots - 1)
+			s = (s + 1) & (dictSlots - 1)
 		}
 		if code[s] == 0 {
 			if len(dict) == limit {
 				return nil, false
 			}
+			used[len(dict)] = uint16(s)
 			dict = append(dict, x)
 			keys[s], code[s] = x, int16(len(dict))
 		}
@@ -478,6 +492,22 @@ func smallDict[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, codes []uint64, lim
 		codes[i] = lastCode
 	}
 	return dict, true
+}
+
+// dictSlots is the size of smallDict's open-addressing table: at most a
+// quarter full.
+const dictSlots = 1024
+
+// dictSlot is x's first slot in smallDict's table.
+func dictSlot(x int64) uint64 { return uint64(x) * 0x9e3779b97f4a7c15 >> (64 - 10) }
+
+// dictScratch is smallDict's memory, reused from call to call: the table
+// (empty between calls) and room for the dictionary.
+type dictScratch struct {
+	keys [dictSlots]int64
+	code [dictSlots]int16 // 1 + index in the dictionary; 0: empty
+	used [256]uint16      // the slot of each dictionary entry
+	dict []int64
 }
 
 // putUints appends u, each value in w bits, little-endian; rows narrower

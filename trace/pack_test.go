@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -341,6 +342,47 @@ func TestPackWideRows(t *testing.T) {
 				if d := Diff(tr, p.Unpack(nil)); d != "" {
 					t.Fatalf("w %d, %d rows, last %v: %s", w, n, last, d)
 				}
+			}
+		}
+	}
+}
+
+// TestSmallDictReuse: smallDict with one scratch used call after call
+// (as packing does) gives what it gives with fresh scratch each time, and
+// leaves the scratch's table empty, whether the dictionary fits its limit
+// or not.
+func TestSmallDictReuse(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	var shared dictScratch
+	shared.dict = make([]int64, 0, 256)
+	for trial := range 2000 {
+		n := 1 + rng.Intn(PackBlockRows)
+		distinct := 1 + rng.Intn(400)
+		limit := 1 << (1 + rng.Intn(8))
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = int64(rng.Intn(distinct))*0x10001 - int64(distinct)
+			if rng.Intn(3) == 0 && i > 0 {
+				v[i] = v[i-1] // runs, as columns have
+			}
+		}
+		codesA, codesB := make([]uint64, n), make([]uint64, n)
+		var fresh dictScratch
+		dictA, okA := smallDict(v, codesA, limit, &fresh)
+		dictB, okB := smallDict(v, codesB, limit, &shared)
+		if okA != okB || !slices.Equal(dictA, dictB) || okA && !slices.Equal(codesA, codesB) {
+			t.Fatalf("trial %d (%d rows, %d values, limit %d): fresh %v %v, reused %v %v", trial, n, distinct, limit, okA, dictA, okB, dictB)
+		}
+		if okA {
+			for i, c := range codesA {
+				if dictA[c] != v[i] {
+					t.Fatalf("trial %d: row %d coded %d = %d, holds %d", trial, i, c, dictA[c], v[i])
+				}
+			}
+		}
+		for s, c := range shared.code {
+			if c != 0 {
+				t.Fatalf("trial %d: slot %d left set", trial, s)
 			}
 		}
 	}
