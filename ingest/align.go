@@ -139,7 +139,9 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	// array, not grown end by end (a 16384-rank job's dumps: 1 s).
 	var seqs seqindex.Ranges
 	var groupDoms, lastDom []int
+	rows := 0
 	each(func(_, d int, gid int32, seq int64) {
+		rows++
 		seqs.Note(gid, seq)
 		for int(gid) >= len(groupDoms) {
 			groupDoms, lastDom = append(groupDoms, 0), append(lastDom, -1)
@@ -150,6 +152,10 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 		}
 	})
 	index := seqs.Build(true) // collective -> its list in ends
+	// Room for every collective at once: grown append by append, the
+	// lists' headers were 0.9 s of a 16384-rank job's dumps' 7 s of
+	// aligning, on one core.
+	ends = make([][]domEnd, 0, min(seqs.Most(), int64(rows)))
 	var block []domEnd
 	each(func(i, d int, gid int32, seq int64) {
 		x, ok := index.Get(gid, seq)
