@@ -3,6 +3,8 @@ package ingest
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -125,6 +127,112 @@ func TestMedianMAD(t *testing.T) {
 		slices.Sort(dev)
 		if m, d := medianMAD(xs); m != med || d != dev[len(dev)/2] {
 			t.Fatalf("medianMAD = %d, %d; want %d, %d", m, d, med, dev[len(dev)/2])
+		}
+	}
+}
+
+// TestAlignClocksParallelPairs: the pairs' lists filled by several
+// goroutines (pairMedians) give every file the offset one goroutine gives,
+// and the true one: 640 dumps in tensor-parallel groups of 8 (28 pairs a
+// group, each its own list), with collectives of their group and of the
+// world, skewed clocks.
+func TestAlignClocksParallelPairs(t *testing.T) {
+	const files, tp = 640, 8
+	skew := func(r int) int64 { return int64(r*7919%1000) * 1000 } // ns, rank 0: 0
+	build := func() (*trace.Trace, []*part) {
+		tr := &trace.Trace{}
+		var parts []*part
+		for r := range files {
+			parts = append(parts, &part{external: true, info: FileInfo{Path: fmt.Sprintf("_dump_%d", r), Ranks: []trace.Rank{trace.Rank(r)}}})
+			seq := int64(0)
+			add := func(group string, gseq int64, end int64) {
+				end += skew(r)
+				tr.Append(trace.Event{Rank: trace.Rank(r), Kind: trace.AllReduce, Group: group, GroupSeq: gseq,
+					Peer: trace.NoRank, MicroBatch: trace.NoMicroBatch, Seq: seq, IssueNs: end - 500, StartNs: end - 400, EndNs: end})
+				seq++
+			}
+			for k := range 4 {
+				// Collective k of rank r's TP group, then of the world,
+				// end at these times on the true clock (with a jitter of a
+				// few ns per rank that the medians see through).
+				add(fmt.Sprintf("tp%d", r/tp), int64(k), int64(1_000_000*(2*k+1))+int64(r%3))
+				add("world", int64(k), int64(1_000_000*(2*k+2)))
+			}
+		}
+		return tr, parts
+	}
+	run := func(workers int) []ClockOffset {
+		defer func(w, r int) { pairFillWorkers, p2pChannelRows = w, r }(pairFillWorkers, p2pChannelRows)
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(workers))
+		pairFillWorkers = workers
+		p2pChannelRows = 100 // the times shifted in ranges too
+		tr, parts := build()
+		offs, _, _ := alignClocks(tr, parts)
+		// Every row shifted onto the true clock: world collective k ends
+		// at (2k+2) ms on every rank.
+		for i := range tr.Len() {
+			if g := tr.Group[i].String(); g == "world" {
+				if want := int64(1_000_000 * (2*tr.GroupSeq[i] + 2)); tr.EndNs[i] != want {
+					t.Fatalf("%d goroutines: rank %d's world collective %d ends at %d, want %d", workers, tr.Rank[i], tr.GroupSeq[i], tr.EndNs[i], want)
+				}
+			}
+		}
+		return offs
+	}
+	one, many := run(1), run(3)
+	if len(one) != files || len(many) != files {
+		t.Fatalf("%d and %d offsets for %d files", len(one), len(many), files)
+	}
+	for r := range files {
+		if !reflect.DeepEqual(one[r], many[r]) {
+			t.Fatalf("rank %d: one goroutine %+v, three %+v", r, one[r], many[r])
+		}
+		if d := many[r].OffsetNs + skew(r); d < -2 || d > 2 {
+			t.Errorf("rank %d: offset %d ns, want %d within the jitter", r, many[r].OffsetNs, -skew(r))
+		}
+	}
+}
+
+// TestP2PChannelsInRanges: p2pChannels listing rows in ranges on several
+// goroutines gives every channel the rows, in row order, that one pass
+// over the trace gives: rows of a rank in runs that cross the ranges,
+// rows skipped, other tools' SEND and RECV.
+func TestP2PChannelsInRanges(t *testing.T) {
+	defer func(n int) { p2pChannelRows = n }(p2pChannelRows)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(5))
+	p2pChannelRows = 7
+	rng := rand.New(rand.NewPCG(7, 8))
+	send, err1 := trace.ParseKind("SEND")
+	recv, err2 := trace.ParseKind("RECV")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	kinds := []trace.Kind{trace.SendF, trace.RecvF, trace.SendB, trace.RecvB, trace.F, send, recv}
+	for trial := range 50 {
+		tr := &trace.Trace{}
+		n := 1 + rng.IntN(600)
+		r := trace.Rank(rng.IntN(6))
+		for i := range n {
+			if rng.IntN(20) == 0 {
+				r = trace.Rank(rng.IntN(6)) // runs of a rank, in any order
+			}
+			k := kinds[rng.IntN(len(kinds))]
+			peer := trace.Rank(rng.IntN(6))
+			if k == trace.F {
+				peer = trace.NoRank
+			}
+			tr.Append(trace.Event{Rank: r, Kind: k, Peer: peer, Seq: int64(i), MicroBatch: trace.NoMicroBatch, GroupSeq: -1})
+		}
+		skip := make([]bool, n)
+		for i := range skip {
+			skip[i] = rng.IntN(5) == 0
+		}
+		for _, sk := range [][]bool{nil, skip} {
+			ws, wr := p2pChannelsIn(tr, sk, 0, n)
+			gs, gr := p2pChannels(tr, sk)
+			if !reflect.DeepEqual(ws, gs) || !reflect.DeepEqual(wr, gr) {
+				t.Fatalf("trial %d (%d rows, skip %v): in ranges\n%v\n%v\nin one pass\n%v\n%v", trial, n, sk != nil, gs, gr, ws, wr)
+			}
 		}
 	}
 }
