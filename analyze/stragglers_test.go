@@ -333,6 +333,7 @@ func TestSelectPair(t *testing.T) {
 // tokens in 32 bits (what it does when they fit) or its duration and ns
 // per token as float64s (what it does when one does not).
 func TestOpGroupsNarrowIsWide(t *testing.T) {
+	var tokenLists int // narrow layouts that kept token counts (some group's vary)
 	build := func(tr *trace.Trace, wide bool) (*opGroups, bool) {
 		opGroupsWide = wide
 		defer func() { opGroupsWide = false }()
@@ -340,11 +341,28 @@ func TestOpGroupsNarrowIsWide(t *testing.T) {
 		b := newOpGroupsBuilder(ix)
 		ix.visit(b.countVisit())
 		narrow := b.dur32 != nil
+		if b.tok32 != nil {
+			tokenLists++
+		}
 		ix.visit(b.fillVisit())
 		return ix.groups, narrow
 	}
 	perToken := 0
+	corpus := chunkCorpus(t)
 	for name, tr := range chunkCorpus(t) {
+		// The same trace with token counts that differ within groups:
+		// the narrow layout keeps them (tok32), where the corpus's
+		// constant counts need none.
+		vary := tr.Slice(0, tr.Len())
+		vary.Tokens = slices.Clone(vary.Tokens)
+		for i := range vary.Tokens {
+			if vary.Tokens[i] > 0 {
+				vary.Tokens[i] += int64(i % 3)
+			}
+		}
+		corpus[name+", token counts varying"] = vary
+	}
+	for name, tr := range corpus {
 		n, narrow := build(tr, false)
 		w, narrowToo := build(tr, true)
 		if !narrow || narrowToo {
@@ -361,5 +379,8 @@ func TestOpGroupsNarrowIsWide(t *testing.T) {
 	}
 	if perToken == 0 {
 		t.Error("no group of the corpus has ns per token: the rates were not compared")
+	}
+	if tokenLists == 0 || tokenLists == len(corpus) {
+		t.Errorf("%d of %d narrow layouts kept token counts: want both kinds compared", tokenLists, len(corpus))
 	}
 }
