@@ -472,9 +472,10 @@ type rowRun struct{ lo, hi int }
 // listBytesPerCompute is what the analysis keeps of each compute op (F,
 // B or W) of the whole trace until the end: its duration in the per-stage
 // lists of the statistics (4 bytes: analyzeStats's blockList) and its
-// duration and tokens in the op groups (8: opGroupsBuilder); twice that
-// where a duration does not fit in 32 bits (4.3 s). RunChunks counts them
-// against Options.PackBytes.
+// duration and tokens in the op groups (8: opGroupsBuilder; 4 when every
+// group's ops have one token count, which the budget does not count on);
+// twice that where a duration does not fit in 32 bits (4.3 s). RunChunks
+// counts them against Options.PackBytes.
 const listBytesPerCompute = 12
 
 // packMixColumns makes RunChunks count, when not every chunk will fit
