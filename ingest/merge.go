@@ -26,7 +26,7 @@ import (
 // column is allocated. (Every quarter, a 16384-rank job's Flight Recorder
 // dumps peaked at 6.05 GB instead of 5.72, and took 1.5-2 s longer of
 // about 28: on this VM, memory touched beyond the few GB it has at hand
-// costs about 3.7 s a GB, docs/performance.md.)
+// costs about 4-5 s a GB, docs/performance.md.)
 func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
 	return mergePartsReturning(parts, true)
 }
