@@ -864,6 +864,20 @@ func (cv *conformanceViolations) add(v Violation) {
 	cv.kept = append(cv.kept, v)
 }
 
+// tally is add of a violation of code that cv would not keep (full):
+// counted, and its message never made. A window whose ranks miss most of
+// a large schedule's ops (a chunk id past the others, bad input) made
+// thousands of messages a rank, for the few the report shows.
+func (cv *conformanceViolations) tally(code string) {
+	cv.count++
+	cv.counts[code]++
+}
+
+// full reports whether cv keeps no more violations of code.
+func (cv *conformanceViolations) full(code string) bool {
+	return cv.shown[code] >= MaxViolationsPerCode
+}
+
 // merge adds the violations of o after those of cv, as if they had been
 // added to cv one by one.
 func (cv *conformanceViolations) merge(o *conformanceViolations) {
@@ -995,6 +1009,10 @@ func (cs *conformanceState) checkWindow(cv *conformanceViolations, cw conformanc
 					}
 					passed := ps >= 0 && ps < reach
 					if !r.finished && !passed {
+						continue
+					}
+					if cv.full(ViolationMissingOp) {
+						cv.tally(ViolationMissingOp)
 						continue
 					}
 					op := schedule.Action{Kind: kd, MicroBatch: mb, Chunk: c, Peer: -1}.String()
