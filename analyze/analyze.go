@@ -239,15 +239,18 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 		return rep, nil
 	}
 	imb, sums := imbalanceSums(ix)
-	ix.visitColumns(stagesColumns, statsVisit(ix, rep), memoryVisit(ix, rep), collect, sums, og.countVisit())
+	// The statistics' F, B and W durations are the op groups' (but for
+	// ops in no group): made once the groups' lists are filled, in the
+	// schedule visit (statsVisitSharing).
+	ix.visitColumns(stagesColumns, statsVisitSharing(ix, rep, og), memoryVisit(ix, rep), collect, sums, og.countVisit())
 	ix.endVisit()
-	for i := range rep.Stages {
-		rep.Stages[i].FwdMs, rep.Stages[i].BwdMs = rep.Stages[i].F.MeanMs, rep.Stages[i].B.MeanMs
-	}
 	analyzeP2P(ix, rep)
 	pass("schedule")
 	ix.visitColumns(scheduleColumns, cs.identifyVisit(&rep.Schedule), og.fillVisit())
 	ix.endVisit()
+	for i := range rep.Stages {
+		rep.Stages[i].FwdMs, rep.Stages[i].BwdMs = rep.Stages[i].F.MeanMs, rep.Stages[i].B.MeanMs
+	}
 	rep.Bubble.Theoretical = theoretical(ix, rep)
 	// Imbalance and the gap attribution re-time every window: one replay
 	// per window serves both.

@@ -61,8 +61,11 @@ type taggedIv struct {
 // integer nanoseconds, so adding the workers' shares gives the serial
 // result whatever the split.
 type statsAcc struct {
-	durs                     [][3]blockList // [stage][F, B, W]
-	warm, cool, steady, wait []int64        // per stage
+	durs [][3]blockList // [stage][F, B, W]
+	// shared: the op groups that hold the durations of the compute ops of
+	// their groups (statsVisitSharing); durs then holds only the others.
+	shared                   *opGroups
+	warm, cool, steady, wait []int64 // per stage
 	sumT                     int64
 	windows                  int
 	exposed                  map[boundaryKey]int64
@@ -109,11 +112,24 @@ type kindBusy struct {
 func analyzeStats(ix *index, rep *Report) { ix.visit(statsVisit(ix, rep)) }
 
 // statsVisit is analyzeStats as a visit.
-func statsVisit(ix *index, rep *Report) visit {
+func statsVisit(ix *index, rep *Report) visit { return statsVisitSharing(ix, rep, nil) }
+
+// statsVisitSharing is statsVisit beside og's visits (runPasses): the
+// op groups keep the duration of every compute op of a complete window
+// that falls in one of their groups (the same ops as the statistics' F,
+// B and W lists but those of a chunk at or past maxChunks), so the
+// statistics keep only the others, and make F, B and W once og's lists
+// are filled (og.afterFill), from both: the same values, and distOf does
+// not depend on their order. A fleet job's compute ops kept once, not
+// twice (100M ops, 400 MB).
+func statsVisitSharing(ix *index, rep *Report, og *opGroupsBuilder) visit {
 	p := ix.p
 	accs := make([]statsAcc, workers(len(ix.windows)))
 	for w := range accs {
 		a := &accs[w]
+		if og != nil && statsShareGroups {
+			a.shared = og.g
+		}
 		a.durs = make([][3]blockList, p)
 		a.warm, a.cool, a.steady, a.wait = make([]int64, p), make([]int64, p), make([]int64, p), make([]int64, p)
 		a.exposed = map[boundaryKey]int64{}
@@ -122,15 +138,41 @@ func statsVisit(ix *index, rep *Report) visit {
 	wins := make([]statsWindow, len(ix.windows))
 	return visit{window: func(w, k int) {
 		statsOfWindow(ix, ix.windows[k], &accs[w], &wins[k])
-	}, finish: func() { statsFinish(ix, rep, accs, wins) }}
+	}, finish: func() {
+		dists := statsFinish(ix, rep, accs, wins)
+		if dists == nil {
+			return
+		}
+		if accs[0].shared == nil {
+			dists(nil)
+			return
+		}
+		og.afterFill = dists
+	}}
 }
+
+// statsShareGroups lets statsVisitSharing share the op groups' lists
+// (tests turn it off to compare); statsShared counts the analyses that
+// did (tests).
+var (
+	statsShareGroups = true
+	statsShared      int
+)
+
+// exactFloat is the least duration a float64 may not hold exactly (2^53
+// ns): the statistics keep such durations themselves, as the op groups'
+// wide lists hold float64s.
+const exactFloat = 1 << 53
 
 // statsWide makes statsFinish widen every duration list (tests compare
 // the narrow lists with the wide ones).
 var statsWide = false
 
-// statsFinish adds up the workers' shares.
-func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
+// statsFinish adds up the workers' shares. It returns the making of
+// StageSummary.F, B and W (nil when there is nothing to make), to be
+// called with the op groups' lists when the workers shared them
+// (statsVisitSharing) and with nil otherwise.
+func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) func(groupDurs func(x int) ([]uint32, []float64)) {
 	p := ix.p
 	durs := make([][3][][]int64, p)    // the workers' blocks, wide
 	durs32 := make([][3][][]uint32, p) // or narrow (every worker's list narrow)
@@ -184,25 +226,83 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 	rep.P2P.windows = wins
 	rep.Overhead = stepOverhead(ix, wins)
 	if windows == 0 || len(rep.Stages) != p {
-		return
+		return nil
 	}
 	nw := float64(windows)
 	var sumWait float64
-	dists := make([]Dist, 3*p) // sorting is the costly part: stages and kinds in parallel
-	scratch, scratch32 := make([][]int64, workers(3*p)), make([][]uint32, workers(3*p))
-	forEach(3*p, func(w, x int) {
-		n := ns[x/3][x%3]
-		if bs := durs32[x/3][x%3]; bs != nil || durs[x/3][x%3] == nil {
-			scratch32[w] = grow(scratch32[w], n)
-			dists[x] = distOf(bs, n, scratch32[w])
-			return
+	shared := accs[0].shared
+	makeDists := func(groupDurs func(x int) ([]uint32, []float64)) {
+		if shared != nil {
+			statsShared++
+			// Each stage and kind's lists, with its groups' (one per
+			// chunk): narrow when all are, else all wide.
+			for st := range p {
+				for k := range 3 {
+					var wide [][]int64
+					for c := range shared.v {
+						d32, d64 := groupDurs((st*shared.v+c)*3 + k)
+						switch {
+						case len(d32) > 0 && durs[st][k] == nil:
+							durs32[st][k] = append(durs32[st][k], d32)
+						case len(d32) > 0:
+							wide = append(wide, widen32(d32, len(d32)))
+						case len(d64) > 0:
+							// Those from 2^53 ns on are the statistics'
+							// own, exact.
+							l := make([]int64, 0, len(d64))
+							for _, d := range d64 {
+								if d < exactFloat {
+									l = append(l, int64(d))
+								}
+							}
+							wide = append(wide, l)
+						}
+					}
+					if wide != nil || durs[st][k] != nil {
+						for _, b := range durs32[st][k] {
+							wide = append(wide, widen32(b, len(b)))
+						}
+						durs[st][k], durs32[st][k] = append(durs[st][k], wide...), nil
+					}
+					ns[st][k] = 0
+					for _, b := range durs32[st][k] {
+						ns[st][k] += len(b)
+					}
+					for _, b := range durs[st][k] {
+						ns[st][k] += len(b)
+					}
+					// selectPairIn selects within a lone block, in place:
+					// the groups' lists keep their order (their token
+					// counts pair with them by position), so a lone
+					// block gets an empty one beside it, and is copied.
+					if len(durs32[st][k]) == 1 {
+						durs32[st][k] = append(durs32[st][k], nil)
+					}
+					if len(durs[st][k]) == 1 {
+						durs[st][k] = append(durs[st][k], nil)
+					}
+				}
+			}
 		}
-		scratch[w] = grow(scratch[w], n)
-		dists[x] = distOf(durs[x/3][x%3], n, scratch[w])
-	})
+		dists := make([]Dist, 3*p) // sorting is the costly part: stages and kinds in parallel
+		scratch, scratch32 := make([][]int64, workers(3*p)), make([][]uint32, workers(3*p))
+		forEach(3*p, func(w, x int) {
+			n := ns[x/3][x%3]
+			if bs := durs32[x/3][x%3]; bs != nil || durs[x/3][x%3] == nil {
+				scratch32[w] = grow(scratch32[w], n)
+				dists[x] = distOf(bs, n, scratch32[w])
+				return
+			}
+			scratch[w] = grow(scratch[w], n)
+			dists[x] = distOf(durs[x/3][x%3], n, scratch[w])
+		})
+		for st := 0; st < p; st++ {
+			s := &rep.Stages[st]
+			s.F, s.B, s.W = dists[3*st], dists[3*st+1], dists[3*st+2]
+		}
+	}
 	for st := 0; st < p; st++ {
 		s := &rep.Stages[st]
-		s.F, s.B, s.W = dists[3*st], dists[3*st+1], dists[3*st+2]
 		s.WarmupMs, s.CooldownMs, s.SteadyMs = float64(warm[st])/nw/1e6, float64(cool[st])/nw/1e6, float64(steady[st])/nw/1e6
 		s.P2PWaitMs = float64(wait[st]) / nw / 1e6
 		s.OtherWaitMs = s.SteadyMs - s.P2PWaitMs
@@ -212,6 +312,7 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) {
 		rep.Bubble.SteadyP2P = sumWait / (float64(p) * float64(sumT))
 		rep.Bubble.SteadyOther = rep.Bubble.Steady - rep.Bubble.SteadyP2P
 	}
+	return makeDists
 }
 
 // statsOfWindow adds window g to a (when it is complete) and fills out.
@@ -243,7 +344,9 @@ func statsOfWindow(ix *index, g *window, a *statsAcc, out *statsWindow) {
 				continue
 			}
 			sc.comp[st] = append(sc.comp[st], interval{s, e})
-			a.durs[st][k-trace.F].add(e - s)
+			if a.shared == nil || e-s >= exactFloat || a.shared.group(t, i) < 0 {
+				a.durs[st][k-trace.F].add(e - s)
+			}
 			continue
 		}
 		if inPipeline(k) || !k.Valid() {

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"maps"
 	"math"
 	"math/rand"
 	"reflect"
@@ -488,5 +489,74 @@ func TestOverheadBusy(t *testing.T) {
 		check("rank by rank", overheadBusy(slices.Clone(ops), nil))
 		rng.Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
 		check("any order", overheadBusy(ops, nil))
+	}
+}
+
+// TestStatsShareGroups: the statistics' F, B and W made from the op
+// groups' lists and their own (statsVisitSharing) are those they make
+// from their own lists alone, as is the whole report, on the chunk
+// corpus, on its traces with token counts that vary within groups, and
+// on traces whose durations the groups hold wide (over 4.3 s) or past
+// what a float64 holds exactly (2^53 ns, kept by the statistics), and
+// whose chunks lie past maxChunks (in no group).
+func TestStatsShareGroups(t *testing.T) {
+	base := chunkCorpus(t)
+	corpus := map[string]*trace.Trace{}
+	for _, name := range slices.Sorted(maps.Keys(base))[:4] {
+		corpus[name] = base[name] // as simulated: narrow lists, one token count a group
+	}
+	for name, tr := range base {
+		u := tr.Slice(0, tr.Len())
+		u.Tokens = slices.Clone(u.Tokens)
+		u.EndNs = slices.Clone(u.EndNs)
+		u.Chunk = slices.Clone(u.Chunk)
+		long, huge, far := false, false, false
+		for i := range u.Tokens {
+			if u.Tokens[i] > 0 {
+				u.Tokens[i] += int64(i % 3)
+			}
+			if !u.Kind[i].IsCompute() || u.EndNs[i] == trace.NoTime {
+				continue
+			}
+			switch {
+			case !long && u.Kind[i] == trace.B:
+				u.EndNs[i] += 5e9 // wide: over 4.3 s
+				long = true
+			case !huge && long && u.Kind[i] == trace.F:
+				u.EndNs[i] += 1 << 53
+				huge = true
+			case !far && huge && u.Kind[i] == trace.B:
+				u.Chunk[i] = maxChunks + 5
+				far = true
+			}
+		}
+		if err := u.Validate(); err != nil {
+			t.Fatalf("%s changed: %v", name, err)
+		}
+		corpus[name+", changed"] = u
+	}
+	shared0 := statsShared
+	for name, tr := range corpus {
+		statsShareGroups = false
+		own, err := Run(tr, Options{Step: AllSteps})
+		statsShareGroups = true
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := Run(tr, Options{Step: AllSteps})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, own) {
+			for st := range got.Stages {
+				if g, o := got.Stages[st], own.Stages[st]; !reflect.DeepEqual(g, o) {
+					t.Errorf("%s: stage %d shared %+v\nown %+v", name, st, g, o)
+				}
+			}
+			t.Fatalf("%s: the reports differ", name)
+		}
+	}
+	if statsShared-shared0 < len(corpus)/2 {
+		t.Errorf("only %d of %d analyses shared the op groups' lists", statsShared-shared0, len(corpus))
 	}
 }

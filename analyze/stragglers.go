@@ -155,6 +155,10 @@ type opGroupsBuilder struct {
 	constTok []int64
 	tokSeen  [][]int64 // [worker][group]: its ops' token count; 0: none seen yet
 	tokVary  [][]bool  // [worker][group]: its ops' token counts differ
+	// afterFill, when set (statsVisitSharing), is called once the lists
+	// are filled, before the medians reorder them, with each group's
+	// durations (narrow or wide).
+	afterFill func(groupDurs func(x int) ([]uint32, []float64))
 }
 
 // opGroupsWide makes opGroupsBuilder keep float64s even when 32 bits
@@ -290,6 +294,16 @@ func (b *opGroupsBuilder) fillVisit() visit {
 			pos[x]++
 		}
 	}, finish: func() {
+		if b.afterFill != nil {
+			b.afterFill(func(x int) ([]uint32, []float64) {
+				lo, hi := b.off[x], b.off[x+1]
+				if b.dur32 != nil {
+					return b.dur32[lo:hi], nil
+				}
+				return nil, b.durs[lo:hi]
+			})
+			b.afterFill = nil
+		}
 		// The statistics, one group at a time, groups in parallel.
 		nw := workers(ng)
 		devs, durs, rates := make([][]float64, nw), make([][]float64, nw), make([][]float64, nw)
