@@ -469,13 +469,14 @@ func windowRows(ws []*window) int {
 // rowRun is rows [lo, hi) of a chunk.
 type rowRun struct{ lo, hi int }
 
-// listBytesPerCompute is what the analysis keeps of each compute op (F,
-// B or W) of the whole trace until the end: its duration in the per-stage
-// lists of the statistics (4 bytes: analyzeStats's blockList) and its
-// duration and tokens in the op groups (8: opGroupsBuilder; 4 when every
-// group's ops have one token count, which the budget does not count on);
-// twice that where a duration does not fit in 32 bits (4.3 s). RunChunks
-// counts them against Options.PackBytes.
+// listBytesPerCompute is at most what the analysis keeps of each compute
+// op (F, B or W) of the whole trace until the end: its duration in the
+// per-stage lists of the statistics (4 bytes: analyzeStats's blockList;
+// only for ops in no op group when the statistics share the groups' lists,
+// statsVisitSharing) and its duration and tokens in the op groups (8:
+// opGroupsBuilder; 4 when every group's ops have one token count); twice
+// that where a duration does not fit in 32 bits (4.3 s). RunChunks counts
+// them against Options.PackBytes, not counting on the savings.
 const listBytesPerCompute = 12
 
 // packMixColumns makes RunChunks count, when not every chunk will fit
