@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync/atomic"
 
 	"github.com/ppprof/ppprof/trace"
 )
@@ -156,7 +157,7 @@ func statsVisitSharing(ix *index, rep *Report, og *opGroupsBuilder) visit {
 // did (tests).
 var (
 	statsShareGroups = true
-	statsShared      int
+	statsShared      atomic.Int64 // analyses run concurrently
 )
 
 // exactFloat is the least duration a float64 may not hold exactly (2^53
@@ -233,7 +234,7 @@ func statsFinish(ix *index, rep *Report, accs []statsAcc, wins []statsWindow) fu
 	shared := accs[0].shared
 	makeDists := func(groupDurs func(x int) ([]uint32, []float64)) {
 		if shared != nil {
-			statsShared++
+			statsShared.Add(1)
 			// Each stage and kind's lists, with its groups' (one per
 			// chunk): narrow when all are, else all wide.
 			for st := range p {

@@ -535,7 +535,7 @@ func TestStatsShareGroups(t *testing.T) {
 		}
 		corpus[name+", changed"] = u
 	}
-	shared0 := statsShared
+	shared0 := statsShared.Load()
 	for name, tr := range corpus {
 		statsShareGroups = false
 		own, err := Run(tr, Options{Step: AllSteps})
@@ -556,7 +556,7 @@ func TestStatsShareGroups(t *testing.T) {
 			t.Fatalf("%s: the reports differ", name)
 		}
 	}
-	if statsShared-shared0 < len(corpus)/2 {
-		t.Errorf("only %d of %d analyses shared the op groups' lists", statsShared-shared0, len(corpus))
+	if statsShared.Load()-shared0 < int64(len(corpus)/2) {
+		t.Errorf("only %d of %d analyses shared the op groups' lists", statsShared.Load()-shared0, len(corpus))
 	}
 }
