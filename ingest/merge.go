@@ -20,13 +20,14 @@ import (
 // metadata kept).
 //
 // Freed part columns are small and scattered (one rank file each), so the
-// merged columns cannot reuse them: for a large trace, every eighth of
+// merged columns cannot reuse them: for a large trace, every sixteenth of
 // its columns (at least mergeReturnBytes) freed is handed back to the
 // operating system (debug.FreeOSMemory, a full collection) before the next
-// column is allocated. (Every quarter, a 16384-rank job's Flight Recorder
-// dumps peaked at 6.05 GB instead of 5.72, and took 1.5-2 s longer of
-// about 28: on this VM, memory touched beyond the few GB it has at hand
-// costs about 4-5 s a GB, docs/performance.md.)
+// column is allocated. (Every quarter and at least 512 MB, a 16384-rank
+// job's Flight Recorder dumps peaked at 6.05 GB instead of 5.60, and a
+// 4096-rank job's at 1.79 GB instead of 1.45, in about the same time: on
+// the VM of docs/performance.md, memory touched beyond the few GB it has
+// at hand costs about 4-5 s a GB.)
 func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
 	return mergePartsReturning(parts, true)
 }
@@ -57,7 +58,7 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 		// order: no sort, and no second copy of every column.
 		parts = order
 	}
-	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/8), off: make([]int, len(parts)+1)}
+	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/16), off: make([]int, len(parts)+1)}
 	if !returnMemory {
 		m.every = math.MaxInt64
 		m.recycle = true
@@ -161,7 +162,7 @@ func partsInRankOrder(parts []*trace.Trace) []*trace.Trace {
 
 // mergeReturnBytes is the fewest bytes of freed part columns mergeParts
 // lets pile up before handing them back to the operating system.
-const mergeReturnBytes = 512 << 20
+const mergeReturnBytes = 256 << 20
 
 // rowBytes is the size of one row of trace.Trace's columns.
 const rowBytes = trace.RowBytes
