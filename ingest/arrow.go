@@ -73,9 +73,15 @@ func readArrow(data []byte, head bool, into *rowRange, span *rowsRead) (ar arrow
 	if err != nil {
 		return ar, err
 	}
+	return arrowReadOf(res, rows), nil
+}
+
+// arrowReadOf is readArrow's answer from arrowv1's result (rows: the
+// input's rows).
+func arrowReadOf(res *arrowv1.Result, rows int64) (ar arrowRead) {
 	ar = arrowRead{trace: res.Trace, rows: rows, batches: res.Batches, truncated: res.Truncated}
 	if !res.Truncated {
-		return ar, nil
+		return ar
 	}
 	what := "stream"
 	if res.Format == arrowv1.FormatFile {
@@ -85,12 +91,25 @@ func readArrow(data []byte, head bool, into *rowRange, span *rowsRead) (ar arrow
 	lost := res.BytesTotal - res.BytesUsed
 	if lost <= 0 {
 		ar.warning = fmt.Sprintf("%s not closed: the writer did not finish; kept all %s (%s)", what, plural(res.Batches, "batch"), events)
-		return ar, nil
+		return ar
 	}
 	ar.bytesLost = lost
 	ar.warning = fmt.Sprintf("truncated %s: kept %s (%s), lost %d of %d bytes (%s)",
 		what, plural(res.Batches, "complete batch"), events, lost, res.BytesTotal, percent(lost, res.BytesTotal))
-	return ar, nil
+	return ar
+}
+
+// setArrow sets p from what readArrow read with opt.
+func (p *part) setArrow(ar arrowRead, opt readOpts) {
+	p.t = ar.trace
+	p.into = opt.into
+	p.headOnly, p.fileRows = opt.head, ar.rows
+	p.info.Batches = ar.batches
+	p.info.Truncated = p.info.Truncated || ar.truncated
+	p.info.BytesLost = ar.bytesLost
+	if ar.warning != "" {
+		p.warnf("%s", ar.warning)
+	}
 }
 
 // percent shows part/whole as "5.4%", never rounding a loss to "0.0%".

@@ -143,6 +143,9 @@ func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
 		// meanwhile faults, which becomes its error (readMappedData;
 		// readArrow recovers it first). A pipe cannot be read again from
 		// its start: it takes the path below.
+		if p, ok := readHeadAt(path, f, st.Size(), opt); ok {
+			return p, nil
+		}
 		data, release, err := mapFor(opt)(f)
 		if err != nil {
 			return nil, &FileError{Path: path, Err: osReason(err)}
@@ -217,6 +220,26 @@ func mapFor(opt readOpts) func(*os.File) ([]byte, func(), error) {
 	return arrowv1.MapFile
 }
 
+// readHeadAt is the head read of f (size bytes, a regular file) when opt
+// asks for one and f holds an Arrow stream arrowv1.ReadHeadAt reads: its
+// messages' headers and the bodies decoded, read with pread instead of
+// mapped (a page fault costs more than a read on some machines: reading
+// the heads of the 302M-event fleet trace's 4096 files through mappings
+// took 6 s of CPU; docs/performance.md). ok is false otherwise, f's offset
+// unchanged.
+func readHeadAt(path string, f *os.File, size int64, opt readOpts) (p *part, ok bool) {
+	if !opt.head {
+		return nil, false
+	}
+	res, rows, ok := arrowv1.ReadHeadAt(f, size)
+	if !ok {
+		return nil, false
+	}
+	p = &part{info: FileInfo{Path: path, Format: FormatArrowStream}}
+	p.setArrow(arrowReadOf(res, rows), opt)
+	return p, true
+}
+
 // readArrowFile reads f, a file not sniffed yet, when it is an Arrow file
 // or stream in a regular file (the rank files of a job read again,
 // Chunks.Chunk): its contents are read or mapped once (arrowv1.MapFile)
@@ -224,8 +247,12 @@ func mapFor(opt readOpts) func(*os.File) ([]byte, func(), error) {
 // ok is false, and f is back at its start, for anything else: readPath
 // then sniffs it as it does any file.
 func readArrowFile(path string, f *os.File, opt readOpts) (p *part, ok bool, err error) {
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		return nil, false, nil
+	}
+	if p, ok := readHeadAt(path, f, st.Size(), opt); ok {
+		return p, true, nil
 	}
 	data, release, err := mapFor(opt)(f)
 	if err != nil {
@@ -372,15 +399,8 @@ func readData(path string, data []byte, opt readOpts) (*part, error) {
 		var ar arrowRead
 		ar, err = readArrow(data, opt.head, opt.into, opt.rows)
 		if err == nil {
+			p.setArrow(ar, opt)
 			t = ar.trace
-			p.into = opt.into
-			p.headOnly, p.fileRows = opt.head, ar.rows
-			p.info.Batches = ar.batches
-			p.info.Truncated = ar.truncated
-			p.info.BytesLost = ar.bytesLost
-			if ar.warning != "" {
-				p.warnf("%s", ar.warning)
-			}
 		}
 	case FormatCSV, FormatJSONL:
 		var lost int64

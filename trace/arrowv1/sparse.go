@@ -1,0 +1,257 @@
+package arrowv1
+
+import (
+	"encoding/binary"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Sparse reads: Rows and ReadHead of an IPC stream in a file, reading with
+// pread(2) only the bytes they look at (each message's length prefix and
+// metadata, the end of the file, and the few bodies a head decodes) into
+// a recycled buffer of the file's size, instead of mapping the file.
+//
+// Why: counting the rows of the 302M-event fleet trace's 4096 rank files
+// (2.2 MB each, ~37 messages) and reading their heads touched one page of
+// each message through a mapping. On the virtual machine the benchmarks
+// run on a page fault costs about 40 µs (shadow page tables), and the two
+// passes took 6 s of CPU each, 3 s of the run's wall time each; one pread
+// of a 4 KB window a message costs a fifth of that (docs/performance.md,
+// "Before and after the nineteenth session").
+//
+// The buffer holds the file's bytes only where they were read; elsewhere
+// it holds whatever it held before. The reads below frame it with the
+// same code as a whole file (framesOfIn with a lightSpan, readFramesLight)
+// and answer only when that succeeds: an input that fails (truncated
+// inside a message header, corrupt, a long run of zero bytes at its end)
+// gets ok false, and the caller reads the file the usual way, which says
+// what is wrong with it. TestSparseMatchesWhole checks, on streams of
+// every shape the readers take with the unread bytes poisoned, that the
+// answers are the whole file's.
+
+// sparseMax is the largest file read sparsely: the buffer is the file's
+// size. A larger file is mapped (MapFileSparse), which costs nothing for
+// the bodies it skips.
+const sparseMax = 64 << 20
+
+// sparseWindow is what one pread takes at a message's start: its prefix
+// and metadata (1-2 KB for ppprof's 21 columns) in one system call.
+const sparseWindow = 4 << 10
+
+// sparseFree recycles the sparse readers' buffers: up to cap(sparseFree)
+// of them, of up to sparseKeep bytes each. Not a sync.Pool: every garbage
+// collection empties one, and a fresh buffer's pages fault again where
+// they are read into (counting the fleet trace's rows took 7 s instead of
+// 1.5 so, 300 collections in the run).
+var sparseFree = make(chan *[]byte, 8)
+
+const sparseKeep = 16 << 20
+
+// sparseCfg is how a sparse read goes: real reads take sparseReal.
+// Tests poison the buffer (fill it with a byte value, 0-255, first) so
+// that a byte looked at without being read shows, and shrink the window
+// so that it does not read whole messages of a small stream.
+type sparseCfg struct {
+	poison int // -1: none
+	window int
+}
+
+var sparseReal = sparseCfg{poison: -1, window: sparseWindow}
+
+// sparseFrame is where one message lies in a sparsely read stream.
+type sparseFrame struct {
+	bodyStart, end int
+	header         byte
+}
+
+// sparse is a stream being read sparsely: data is the file's size.
+type sparse struct {
+	r      io.ReaderAt
+	data   []byte
+	bp     *[]byte
+	window int
+	lo, hi int // the bytes read by the last fill, [lo, hi)
+	frames []sparseFrame
+	zeros  int // where the zero bytes ending the file start (len(data): none)
+}
+
+// fill reads data[lo:hi], and up to a window of bytes from lo, unless
+// the last fill read them.
+func (s *sparse) fill(lo, hi int) bool {
+	if lo >= s.lo && hi <= s.hi {
+		return true
+	}
+	end := min(len(s.data), max(hi, lo+s.window))
+	if !readFull(s.r, s.data[lo:end], lo) {
+		return false
+	}
+	s.lo, s.hi = lo, end
+	return true
+}
+
+// readFull reads exactly len(b) bytes at off.
+func readFull(r io.ReaderAt, b []byte, off int) bool {
+	n, err := r.ReadAt(b, int64(off))
+	return n == len(b) && (err == nil || err == io.EOF)
+}
+
+// newSparse lays out the stream r holds (size bytes): it reads the
+// messages' prefixes and metadata (stopping where the stream ends or
+// stops making sense: the framing that follows finds that again, in the
+// bytes read) and the end of the file. ok is false for a file that is not
+// a stream, too large or too small, a failed read, or a run of zero bytes
+// at the end longer than a window.
+func newSparse(r io.ReaderAt, size int64, cfg sparseCfg) (s *sparse, ok bool) {
+	if size < 8 || size > sparseMax {
+		return nil, false
+	}
+	n := int(size)
+	var bp *[]byte
+	select {
+	case bp = <-sparseFree:
+	default:
+	}
+	if bp == nil || cap(*bp) < n {
+		b := make([]byte, n)
+		bp = &b
+	}
+	s = &sparse{r: r, data: (*bp)[:n], bp: bp, window: cfg.window}
+	if cfg.poison >= 0 {
+		for i := range s.data {
+			s.data[i] = byte(cfg.poison)
+		}
+	}
+	if !s.fill(0, 8) || Sniff(s.data[:s.hi]) != FormatStream {
+		s.release()
+		return nil, false
+	}
+	for pos := 0; ; {
+		rem := n - pos
+		if rem < 4 || !s.fill(pos, pos+min(rem, 8)) {
+			break
+		}
+		w := binary.LittleEndian.Uint32(s.data[pos:])
+		prefix, metaLen := 4, int64(int32(w))
+		if w == continuation {
+			if rem < 8 {
+				break
+			}
+			prefix, metaLen = 8, int64(int32(binary.LittleEndian.Uint32(s.data[pos+4:])))
+		}
+		if metaLen <= 0 || metaLen > maxMetaLen || int64(rem) < int64(prefix)+metaLen {
+			break // the end-of-stream marker, or what framing rejects or stops at
+		}
+		bodyStart := pos + prefix + int(metaLen)
+		if !s.fill(pos, bodyStart) {
+			s.release()
+			return nil, false
+		}
+		info, err := verifyMessage(s.data[pos+prefix : bodyStart])
+		if err != nil || int64(n-bodyStart) < info.bodyLen {
+			break
+		}
+		end := bodyStart + int(info.bodyLen)
+		s.frames = append(s.frames, sparseFrame{bodyStart: bodyStart, end: end, header: info.header})
+		pos = end
+	}
+	// The end of the file, where framing looks for a zero tail, and the
+	// bodies framing then checks in full: those reaching into it.
+	tail := max(0, n-s.window)
+	if !readFull(r, s.data[tail:], tail) {
+		s.release()
+		return nil, false
+	}
+	s.zeros = n
+	for s.zeros > tail && s.data[s.zeros-1] == 0 {
+		s.zeros--
+	}
+	if s.zeros == tail && tail > 0 {
+		s.release() // a longer run of zeros: read whole
+		return nil, false
+	}
+	for _, fr := range s.frames {
+		if fr.end > s.zeros && !s.body(fr) {
+			s.release()
+			return nil, false
+		}
+	}
+	return s, true
+}
+
+// body reads fr's body.
+func (s *sparse) body(fr sparseFrame) bool {
+	return readFull(s.r, s.data[fr.bodyStart:fr.end], fr.bodyStart)
+}
+
+func (s *sparse) release() {
+	if s.bp != nil && cap(*s.bp) <= sparseKeep {
+		select {
+		case sparseFree <- s.bp:
+		default:
+		}
+	}
+	s.bp = nil
+}
+
+// RowsAt is Rows of the Arrow IPC stream r holds (size bytes, a regular
+// file), reading only the messages' headers (see sparseMax for the sizes
+// it takes). ok is false when it cannot answer so: Rows of the whole file
+// then does, or says what is wrong with it.
+func RowsAt(r io.ReaderAt, size int64) (rows int64, ok bool) {
+	return rowsAt(r, size, sparseReal)
+}
+
+func rowsAt(r io.ReaderAt, size int64, cfg sparseCfg) (rows int64, ok bool) {
+	s, ok := newSparse(r, size, cfg)
+	if !ok {
+		return 0, false
+	}
+	defer s.release()
+	frames, err := framesOfIn(s.data, lightSpan())
+	if err != nil {
+		return 0, false
+	}
+	for _, fr := range frames {
+		if fr.info.header == headerRecordBatch {
+			rows += fr.info.rows
+		}
+	}
+	return rows, true
+}
+
+// ReadHeadAt is ReadHead of the Arrow IPC stream r holds (size bytes, a
+// regular file), reading only the messages' headers and the bodies
+// ReadHead decodes: the schema and dictionaries, the first and the last
+// record batch. ok is false when it cannot answer so: ReadHead of the
+// whole file then does, or says what is wrong with it.
+func ReadHeadAt(r io.ReaderAt, size int64) (res *Result, rows int64, ok bool) {
+	return readHeadAt(r, size, sparseReal)
+}
+
+func readHeadAt(r io.ReaderAt, size int64, cfg sparseCfg) (res *Result, rows int64, ok bool) {
+	s, ok := newSparse(r, size, cfg)
+	if !ok {
+		return nil, 0, false
+	}
+	defer s.release()
+	first, last := -1, -1
+	for i, fr := range s.frames {
+		if fr.header == headerRecordBatch {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	for i, fr := range s.frames {
+		if (fr.header != headerRecordBatch || i == first || i == last) && !s.body(fr) {
+			return nil, 0, false
+		}
+	}
+	res, rows, err := readFramesLight(s.data, memory.DefaultAllocator, true, true, nil, nil, true)
+	if err != nil {
+		return nil, 0, false
+	}
+	return res, rows, true
+}
