@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,12 @@ import (
 //     end times against the start, the peer against the rank);
 //   - dictionary: v = dict[u], u in 1, 2, 4 or 8 bits, for up to 256
 //     distinct values.
+//
+// A frame of reference, delta or reference column may be patched: the
+// rows that do not fit its width (a rank's first sequence number after
+// another rank's last, a row never finished) are exceptions, stored after
+// the others as a list of row numbers and values, in a width of their
+// own (patchedEncoding).
 //
 // Rows narrower than a byte are packed low bits first (row 2i of a 4-bit
 // column in the low half of byte i). Arithmetic wraps, so any value
@@ -60,7 +67,18 @@ const (
 	encDelta
 	encRef
 	encDict
+
+	// encPatched flags an encFOR, encDelta or encRef column with
+	// exceptions: after the payload of its n rows, a uint16 count k, the
+	// exceptions' width (a byte) and base (int64), k uint16 row numbers,
+	// then k values (the rows' deltas, differences or values, as the
+	// encoding stores them before its base) in that width.
+	encPatched = 0x10
 )
+
+// patchHdrLen is the bytes of a patch list before its row numbers: count,
+// width and base.
+const patchHdrLen = 2 + 1 + 8
 
 // refCol[c] is the column c is stored against under encRef (-1: none). It
 // is unpacked before c.
@@ -234,6 +252,9 @@ func asInt64(f []float64) []int64 {
 // packScratch is one worker's room to pack a block in.
 type packScratch struct {
 	tmp  [PackBlockRows]uint64
+	x    [PackBlockRows]int64  // a column's values as an encoding stores them (patchedEncoding)
+	exc  [PackBlockRows]uint64 // a patch list's values
+	idx  [PackBlockRows]uint16 // and row numbers
 	buf  []byte
 	dict dictScratch
 }
@@ -324,9 +345,10 @@ func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, p
 			h = colHdr{off: h.off, enc: encDelta, width: w, base: dlo, first: int64(v[0])}
 		}
 	}
+	var rlo, rhi int64
 	if ref != nil && h.width > 0 {
 		ref = ref[:n]
-		rlo, rhi := int64(v[0])-int64(ref[0]), int64(v[0])-int64(ref[0])
+		rlo, rhi = int64(v[0])-int64(ref[0]), int64(v[0])-int64(ref[0])
 		for i, x := range v {
 			r := int64(x) - int64(ref[i])
 			rlo = min(rlo, r)
@@ -351,6 +373,20 @@ func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, p
 			}
 		}
 	}
+	// Exceptions, for the wide columns (an 8-bit one gains at most 4 bits
+	// a row, and costs a pass).
+	if h.width >= 16 {
+		plo, phi := lo, hi
+		switch {
+		case delta && n > 1:
+			plo, phi = dlo, dhi
+		case ref != nil:
+			plo, phi = rlo, rhi
+		}
+		if p, ok := patchedEncoding(v, ref, delta, plo, phi, h); ok {
+			return putPatched(p, v, ref, h.off, ps, buf)
+		}
+	}
 	switch h.enc {
 	case encFOR:
 		if h.width >= 8 {
@@ -370,6 +406,213 @@ func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, p
 		}
 	}
 	return h, putUints(buf, h.width, u)
+}
+
+// patchWidths are the widths patchedEncoding tries for the rows that are
+// not exceptions.
+var patchWidths = [...]uint8{0, 1, 2, 4, 8, 16, 24, 32}
+
+// patching is a patched encoding of a column: enc (encFOR, encDelta or
+// encRef) with the rows that fit width bits from its base stored in it,
+// the others as exceptions. The base is the least value (around false)
+// or a typical value less half the width's span (around true).
+type patching struct {
+	enc    uint8
+	width  uint8
+	around bool
+	lo     int64 // the least of the values stored (rows 1.. for encDelta)
+	mid    int64 // the typical value: the median of a sample of them
+}
+
+// patchedEncoding returns the patched encoding of v that takes the fewest
+// bytes, when it takes fewer than best, v's narrowest encoding without
+// exceptions. It tries the encoding v's kind of column takes: deltas for
+// the columns that count up (delta), differences for those stored
+// against another (ref), else a frame of reference; lo and hi are the
+// least and greatest of those values (encodeInts found them). In one
+// pass it counts how many rows fit each width above lo and around a
+// typical value (exceptions on one side: a row never finished far above
+// the others; on both: a rank's first row after another's last far below
+// the others' deltas, long gaps far above them), and prices the
+// exceptions at the width of the whole span: the cost found is an upper
+// bound of what putPatched writes.
+func patchedEncoding[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, lo, hi int64, best colHdr) (patching, bool) {
+	n := len(v)
+	enc, first := uint8(encFOR), 0
+	switch {
+	case delta && n > 1:
+		enc, first = encDelta, 1
+	case ref != nil:
+		enc = encRef
+		ref = ref[:n]
+	}
+	span := width(uint64(hi) - uint64(lo))
+	mid := sampleMedian(v, ref, enc, first)
+	// Rows by bit length of a - lo and of |a - mid|: a row fits w bits
+	// above lo when its bit length is w or less, around mid when w-1 or
+	// less.
+	var above, around [65]int32
+	switch enc {
+	case encDelta:
+		for i := 1; i < n; i++ {
+			tally(int64(v[i])-int64(v[i-1]), lo, mid, &above, &around)
+		}
+	case encRef:
+		for i, a := range v {
+			tally(int64(a)-int64(ref[i]), lo, mid, &above, &around)
+		}
+	default:
+		for _, a := range v {
+			tally(int64(a), lo, mid, &above, &around)
+		}
+	}
+	for b := 1; b < len(above); b++ { // now rows of bit length b or less
+		above[b] += above[b-1]
+		around[b] += around[b-1]
+	}
+	m := n - first
+	bestCost := payload(n, best.width)
+	var win patching
+	found := false
+	for _, w := range patchWidths {
+		if w >= best.width || w >= span {
+			break
+		}
+		fitAround := around[0]
+		if w > 0 {
+			fitAround = around[w-1]
+		}
+		for _, f := range [2]int32{above[w], fitAround} {
+			k := m - int(f)
+			if cost := payload(n, w) + patchHdrLen + 2*k + payload(k, span); cost < bestCost {
+				bestCost, found = cost, true
+				win = patching{enc: enc, width: w, around: f == fitAround && f != above[w], lo: lo, mid: mid}
+			}
+		}
+	}
+	return win, found
+}
+
+// tally counts a in above by the bit length of a - lo and in around by
+// that of |a - mid|.
+func tally(a, lo, mid int64, above, around *[65]int32) {
+	above[bits.Len64(uint64(a)-uint64(lo))]++
+	d := uint64(a) - uint64(mid)
+	if a < mid {
+		d = -d
+	}
+	around[bits.Len64(d)]++
+}
+
+// sampleMedian returns the median of up to 31 of the values enc stores
+// of v (rows first..), spread over them: a typical value, found without
+// sorting the column.
+func sampleMedian[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, enc uint8, first int) int64 {
+	var s [31]int64
+	m := len(v) - first
+	k := min(m, len(s))
+	for j := range k {
+		i := first + j*m/k
+		switch enc {
+		case encDelta:
+			s[j] = int64(v[i]) - int64(v[i-1])
+		case encRef:
+			s[j] = int64(v[i]) - int64(ref[i])
+		default:
+			s[j] = int64(v[i])
+		}
+	}
+	t := s[:k]
+	for i := 1; i < k; i++ { // insertion sort: 31 values at most
+		for j := i; j > 0 && t[j] < t[j-1]; j-- {
+			t[j], t[j-1] = t[j-1], t[j]
+		}
+	}
+	return t[k/2]
+}
+
+// patchValues writes into ps.x the values enc stores of v (ref: the
+// column stored against): v, its deltas (row 0's unused) or its
+// differences from ref. first is the first row that counts.
+func patchValues[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, enc uint8, ps *packScratch) (x []int64, first int) {
+	x = ps.x[:len(v)]
+	switch enc {
+	case encDelta:
+		x[0] = 0
+		for i := 1; i < len(v); i++ {
+			x[i] = int64(v[i]) - int64(v[i-1])
+		}
+		return x, 1
+	case encRef:
+		ref = ref[:len(v)]
+		for i, a := range v {
+			x[i] = int64(a) - int64(ref[i])
+		}
+	default:
+		for i, a := range v {
+			x[i] = int64(a)
+		}
+	}
+	return x, 0
+}
+
+// base is the frame of reference of the rows p stores in its width.
+func (p patching) base() int64 {
+	switch {
+	case p.around && p.width > 0:
+		return p.mid - int64(uint64(1)<<(p.width-1))
+	case p.around:
+		return p.mid
+	}
+	return p.lo
+}
+
+// putPatched appends p's payload of v (ref as for patchedEncoding) to buf
+// and returns its header, the payload at offset off: the rows in p's
+// width (an exception's as 0), then the patch list.
+func putPatched[T ~int32 | ~int64 | ~uint16 | ~uint32](p patching, v, ref []T, off int32, ps *packScratch, buf []byte) (colHdr, []byte) {
+	h := colHdr{off: off, enc: p.enc | encPatched, width: p.width, base: p.base()}
+	if p.enc == encDelta {
+		h.first = int64(v[0])
+	}
+	x, first := patchValues(v, ref, p.enc, ps)
+	u := ps.tmp[:len(v)]
+	u[0] = 0
+	base := uint64(h.base)
+	// The exceptions' row numbers go to the patch list as found; their
+	// values to ps.exc, then in their own frame of reference.
+	idx := &ps.idx
+	k := 0
+	elo, ehi := int64(0), int64(0)
+	lim := uint64(1) << p.width
+	for i := first; i < len(x); i++ {
+		a := x[i]
+		if d := uint64(a) - base; d < lim {
+			u[i] = d
+			continue
+		}
+		u[i] = 0
+		if k == 0 {
+			elo, ehi = a, a
+		}
+		elo, ehi = min(elo, a), max(ehi, a)
+		idx[k] = uint16(i)
+		ps.exc[k] = uint64(a)
+		k++
+	}
+	buf = putUints(buf, p.width, u)
+	ew := width(uint64(ehi) - uint64(elo))
+	buf = binary.LittleEndian.AppendUint16(buf, uint16(k))
+	buf = append(buf, ew)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(elo))
+	for _, i := range idx[:k] {
+		buf = binary.LittleEndian.AppendUint16(buf, i)
+	}
+	e := ps.exc[:k]
+	for j := range e {
+		e[j] -= uint64(elo)
+	}
+	return h, putUints(buf, ew, e)
 }
 
 // spans returns the least and greatest values of v (not empty) and, when
@@ -583,7 +826,7 @@ func (b *packedBlock) unpack(dst *Trace, lo, hi int, cols ColumnSet) {
 		case ColStartNs:
 			ref = dst.StartNs[lo:hi]
 		case ColRank:
-			if h.enc == encRef {
+			if h.enc&^encPatched == encRef {
 				ref = widen(dst.Rank[lo:hi], tmp[:m])
 			}
 		}
@@ -640,7 +883,7 @@ func (b *packedBlock) unpack(dst *Trace, lo, hi int, cols ColumnSet) {
 func decodeInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, h *colHdr, data []byte, ref []int64) {
 	p := data[h.off:]
 	base := uint64(h.base)
-	switch h.enc {
+	switch h.enc &^ encPatched {
 	case encDict:
 		var dict [256]T
 		for k := range int(h.ndict) {
@@ -656,6 +899,7 @@ func decodeInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, h *colHdr, data 
 		dictInto(dst, p, h.width, &dict)
 	case encDelta:
 		forInto(dst, p, h.width, base)
+		patch(dst, h, p)
 		acc := uint64(h.first)
 		dst[0] = T(acc)
 		for i := 1; i < len(dst); i++ {
@@ -664,12 +908,52 @@ func decodeInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, h *colHdr, data 
 		}
 	case encRef:
 		forInto(dst, p, h.width, base)
+		patch(dst, h, p)
 		for i, r := range ref[:len(dst)] {
 			dst[i] = T(uint64(int64(dst[i])) + uint64(r))
 		}
 	default:
 		forInto(dst, p, h.width, base)
+		patch(dst, h, p)
 	}
+}
+
+// patch writes the exceptions of a patched column (h, its payload p) over
+// the rows forInto wrote.
+func patch[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, h *colHdr, p []byte) {
+	if h.enc&encPatched == 0 {
+		return
+	}
+	q := p[payload(len(dst), h.width):]
+	k := int(binary.LittleEndian.Uint16(q))
+	w := q[2]
+	base := binary.LittleEndian.Uint64(q[3:])
+	idx := q[patchHdrLen : patchHdrLen+2*k]
+	vals := q[patchHdrLen+2*k:]
+	for j := range k {
+		dst[binary.LittleEndian.Uint16(idx[2*j:])] = T(base + uintAt(vals, w, j))
+	}
+}
+
+// uintAt returns row j of p, rows of w bits (as putUints writes them).
+func uintAt(p []byte, w uint8, j int) uint64 {
+	switch w {
+	case 0:
+		return 0
+	case 1, 2, 4:
+		per := 8 / int(w)
+		return uint64(p[j/per]>>(uint(j%per)*uint(w))) & (1<<w - 1)
+	case 8:
+		return uint64(p[j])
+	case 16:
+		return uint64(binary.LittleEndian.Uint16(p[2*j:]))
+	case 24:
+		q := p[3*j : 3*j+3 : 3*j+3]
+		return uint64(q[0]) | uint64(q[1])<<8 | uint64(q[2])<<16
+	case 32:
+		return uint64(binary.LittleEndian.Uint32(p[4*j:]))
+	}
+	return binary.LittleEndian.Uint64(p[8*j:])
 }
 
 // dictInto sets dst[i] = dict[u[i]], u read from p in w bits per row (1, 2

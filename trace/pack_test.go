@@ -156,6 +156,89 @@ func TestPackEncodings(t *testing.T) {
 	}
 }
 
+// TestPackPatched checks the patched encodings on a block whose columns
+// fit a narrow width but for a few rows (or a third of them), by the
+// bytes each takes, worked out from the definitions (a patch list: 11
+// bytes, 2 a row number, its values in their own width).
+func TestPackPatched(t *testing.T) {
+	const n = PackBlockRows
+	tr := &Trace{}
+	for i := range n {
+		rank, seq := Rank(1), int64(i)
+		if i >= 1000 { // another rank's rows: its sequence starts again
+			rank, seq = 2, int64(i-1000)
+		}
+		start := int64(1e15) + int64(i)*1_000 + int64(i%7) // deltas 1001, or 994 every seventh row
+		issue := start
+		if i%3 == 0 { // a third of the ops issued 5000-5099 ns early, the rest as they start
+			issue -= 5000 + int64(i%100)
+		}
+		end := start + 50_000
+		if i == 2000 { // never started: null start and end
+			start, end, issue = NoTime, NoTime, NoTime
+		}
+		tr.Append(Event{Rank: rank, Kind: F, Seq: seq, IssueNs: issue, StartNs: start, EndNs: end,
+			Peer: NoRank, GroupSeq: NoGroupSeq})
+	}
+	p := Pack(tr)
+	b := &p.blocks[0]
+	want := map[int]struct {
+		enc   uint8
+		width uint8
+		bytes int
+	}{
+		ColRank: {encFOR, 1, n / 8},
+		// +1 a row but at row 1000: one exception, its value alone (width 0).
+		ColSeq: {encDelta | encPatched, 0, 11 + 2},
+		// Deltas 994..1001 in 4 bits around 1001; rows 2000 and 2001
+		// (to and from null) are 64-bit exceptions.
+		ColStartNs: {encDelta | encPatched, 4, n/2 + 11 + 2*2 + 2*8},
+		// 0 for two rows in three; the 1366 others (rows 0, 3, ..., 4095)
+		// in 8 bits from -5099.
+		ColIssueNs: {encRef | encPatched, 0, 11 + 1366*2 + 1366},
+		// 50 000 but at row 2000 (null - null = 0).
+		ColEndNs: {encRef | encPatched, 0, 11 + 2},
+	}
+	total := 0
+	for c, w := range want {
+		h := b.hdr[c]
+		if h.enc != w.enc || h.width != w.width {
+			t.Errorf("%s: encoding %#x width %d, want %#x width %d", Columns[c], h.enc, h.width, w.enc, w.width)
+		}
+		total += w.bytes
+	}
+	if len(b.data) != total {
+		t.Errorf("payload %d bytes, want %d", len(b.data), total)
+	}
+	if d := Diff(tr, p.Unpack(nil)); d != "" {
+		t.Fatal(d)
+	}
+	// Each column alone too (the columns stored against come along).
+	for c := range NumColumns {
+		got := p.UnpackColumns(nil, ColumnsOf(c))
+		for _, k := range []int{ColSeq, ColStartNs, ColIssueNs, ColEndNs} {
+			if k == c && !reflect.DeepEqual(columnInts(got, k), columnInts(tr, k)) {
+				t.Errorf("%s unpacked alone differs", Columns[k])
+			}
+		}
+	}
+}
+
+// columnInts returns column c (an integer column) of t.
+func columnInts(t *Trace, c int) []int64 {
+	switch c {
+	case ColSeq:
+		return t.Seq
+	case ColStartNs:
+		return t.StartNs
+	case ColIssueNs:
+		return t.IssueNs
+	case ColEndNs:
+		return t.EndNs
+	}
+	return nil
+}
+
 // TestPackBitWidths checks the widths under a byte, for frames of
 // reference and dictionary codes, on blocks whose rows do not fill their
 // last byte: each column's values are drawn from a known number of
