@@ -501,12 +501,13 @@ func countFile(path string) (n int64, ok bool) {
 	if n, _ := f.ReadAt(prefix, 0); Sniff(prefix[:n]) != FormatArrowFile && Sniff(prefix[:n]) != FormatArrowStream {
 		return guess, false
 	}
-	// A stream of up to 64 MB: its messages' headers alone, read with
+	// A stream of up to 16 MB: its messages' headers alone, read with
 	// pread (arrowv1.RowsAt; a page fault costs more than a read on some
 	// machines). Else mapped whatever its size: Rows reads the messages'
-	// headers, not their bodies, which are then never copied. A file truncated under
-	// the mapping faults: counted as a guess, like a file that does not
-	// frame (the read that follows says what is wrong with it).
+	// headers, not their bodies, which are then never copied. A file
+	// truncated under the mapping faults: counted as a guess, like a file
+	// that does not frame (the read that follows says what is wrong with
+	// it).
 	if rows, ok := arrowv1.RowsAt(f, st.Size()); ok {
 		return rows, true
 	}

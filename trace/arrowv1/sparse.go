@@ -31,22 +31,21 @@ import (
 // answers are the whole file's.
 
 // sparseMax is the largest file read sparsely: the buffer is the file's
-// size. A larger file is mapped (MapFileSparse), which costs nothing for
-// the bodies it skips.
-const sparseMax = 64 << 20
+// size (one a core at most, and up to cap(sparseFree) kept). A larger
+// file is mapped (MapFileSparse), whose faults are then fewer than its
+// bytes by more (a fleet's rank files are 2.2 MB).
+const sparseMax = 16 << 20
 
 // sparseWindow is what one pread takes at a message's start: its prefix
 // and metadata (1-2 KB for ppprof's 21 columns) in one system call.
 const sparseWindow = 4 << 10
 
-// sparseFree recycles the sparse readers' buffers: up to cap(sparseFree)
-// of them, of up to sparseKeep bytes each. Not a sync.Pool: every garbage
-// collection empties one, and a fresh buffer's pages fault again where
-// they are read into (counting the fleet trace's rows took 7 s instead of
-// 1.5 so, 300 collections in the run).
+// sparseFree recycles the sparse readers' buffers, up to eight of them.
+// Not a sync.Pool: every garbage collection empties one, and a fresh
+// buffer's pages fault again where they are read into (counting the
+// fleet trace's rows took 7 s instead of 1.5 so, 300 collections in the
+// run).
 var sparseFree = make(chan *[]byte, 8)
-
-const sparseKeep = 16 << 20
 
 // sparseCfg is how a sparse read goes: real reads take sparseReal.
 // Tests poison the buffer (fill it with a byte value, 0-255, first) so
@@ -185,7 +184,7 @@ func (s *sparse) body(fr sparseFrame) bool {
 }
 
 func (s *sparse) release() {
-	if s.bp != nil && cap(*s.bp) <= sparseKeep {
+	if s.bp != nil {
 		select {
 		case sparseFree <- s.bp:
 		default:
