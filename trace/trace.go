@@ -1,5 +1,7 @@
 package trace
 
+import "github.com/ppprof/ppprof/internal/hugepage"
+
 // Trace is a set of events stored column by column. Row i of every column
 // describes the same event. Columns are exported so analyses can scan them
 // directly; they must all have length Len(). Use Append to add rows.
@@ -94,6 +96,10 @@ func grow[T any](s []T, n int) []T {
 		return s
 	}
 	out := make([]T, len(s), len(s)+n)
+	// Huge pages for a large column, asked before its first touch: on
+	// some machines a fresh small page costs 40x its share of a huge one
+	// (internal/hugepage).
+	hugepage.Slice(out)
 	copy(out, s)
 	return out
 }

@@ -1,0 +1,56 @@
+// Package hugepage asks the kernel to back large allocations with
+// transparent huge pages where the system leaves that to the program
+// (Linux's THP mode "madvise", the default on many distributions).
+//
+// Why: on the virtual machines ppprof's benchmarks ran on, a fresh 4 KiB
+// page costs 11-40 µs to fault in (3-6 s a GiB of kernel time), a 2 MiB
+// page about as much as 16 small ones in all: 0.07 s a GiB
+// (`go run ./bench/faultcost` with and without -huge; docs/performance.md,
+// "Before and after the nineteenth session"). The Go runtime leaves its
+// heap to the system's mode, so under "madvise" a trace's columns were
+// all small pages. Advise marks the whole 2 MiB pages inside a large
+// allocation before it is first touched; memory already touched keeps
+// its pages (the kernel may merge them later), and the advice changes
+// nothing of what the memory holds.
+//
+// PPPROF_HUGEPAGES=0 turns it off, and so does GODEBUG=disablethp=1 (the
+// Go runtime's own switch against huge pages).
+package hugepage
+
+import (
+	"os"
+	"strings"
+	"unsafe"
+)
+
+// Size is the huge page size advised for.
+const Size = 2 << 20
+
+// MinBytes is the least allocation advised: two huge pages, so that at
+// least one whole one lies inside it.
+const MinBytes = 2 * Size
+
+// Enabled reports whether Advise does anything: on Linux, unless turned
+// off by the environment.
+var Enabled = supported && os.Getenv("PPPROF_HUGEPAGES") != "0" && !strings.Contains(os.Getenv("GODEBUG"), "disablethp=1")
+
+// Slice advises for the memory of s's capacity (see Advise).
+func Slice[T any](s []T) {
+	if c := cap(s); c > 0 {
+		var z T
+		Advise(unsafe.Pointer(unsafe.SliceData(s)), uintptr(c)*unsafe.Sizeof(z))
+	}
+}
+
+// Advise asks for huge pages for the whole 2 MiB pages inside [p, p+n),
+// when n is MinBytes or more. The caller keeps the memory alive.
+func Advise(p unsafe.Pointer, n uintptr) {
+	if !Enabled || n < MinBytes {
+		return
+	}
+	start := (uintptr(p) + Size - 1) &^ (Size - 1)
+	end := (uintptr(p) + n) &^ (Size - 1)
+	if end > start {
+		advise(start, end-start)
+	}
+}

@@ -1,0 +1,77 @@
+//go:build linux
+
+package hugepage
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// vmFlags returns the VmFlags of the mapping holding address a, from
+// /proc/self/smaps.
+func vmFlags(t *testing.T, a uintptr) []string {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x", &lo, &hi); n == 2 && strings.Contains(strings.Fields(line)[0], "-") {
+			in = a >= lo && a < hi
+			continue
+		}
+		if in && strings.HasPrefix(line, "VmFlags:") {
+			return strings.Fields(strings.TrimPrefix(line, "VmFlags:"))
+		}
+	}
+	t.Fatalf("no mapping holds %#x", a)
+	return nil
+}
+
+func has(flags []string, f string) bool {
+	for _, x := range flags {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSliceAdvises checks that a large slice's whole huge pages are
+// marked for huge pages (the mapping's "hg" flag), and that the memory
+// keeps what it holds.
+func TestSliceAdvises(t *testing.T) {
+	if !Enabled {
+		t.Skip("turned off by the environment")
+	}
+	s := make([]int64, 3*Size/8) // 6 MiB: at least two whole huge pages inside
+	s[0], s[len(s)-1] = 7, 9
+	Slice(s)
+	start := (uintptr(unsafe.Pointer(&s[0])) + Size - 1) &^ (Size - 1)
+	if !has(vmFlags(t, start), "hg") || !has(vmFlags(t, start+Size), "hg") {
+		t.Fatalf("the huge pages inside the slice are not advised: %v", vmFlags(t, start))
+	}
+	for i := range s {
+		s[i] += int64(i)
+	}
+	if s[0] != 7 || s[len(s)-1] != 9+int64(len(s)-1) || s[len(s)/2] != int64(len(s)/2) {
+		t.Fatal("the memory changed")
+	}
+}
+
+// TestAdviseSmall checks that allocations under MinBytes and empty
+// slices are left alone (no system call with a bad range).
+func TestAdviseSmall(t *testing.T) {
+	Slice([]byte(nil))
+	b := make([]byte, MinBytes-1)
+	Slice(b)
+	Advise(unsafe.Pointer(&b[0]), 0)
+}
