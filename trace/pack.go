@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/ppprof/ppprof/internal/hugepage"
 )
 
 // Packed is a Trace held compactly: its rows in blocks of PackBlockRows,
@@ -42,6 +44,7 @@ type Packed struct {
 	Meta   Meta
 	n      int
 	blocks []packedBlock
+	held   int64 // bytes allocated for the blocks' data (slabs included)
 }
 
 // PackBlockRows is the number of rows of a block of a Packed.
@@ -106,23 +109,26 @@ func (p *Packed) Len() int { return p.n }
 // Bytes returns the memory p holds, in bytes: payloads and headers.
 func (p *Packed) Bytes() int64 {
 	n := int64(unsafe.Sizeof(*p)) + int64(cap(p.blocks))*int64(unsafe.Sizeof(packedBlock{}))
-	for i := range p.blocks {
-		b := &p.blocks[i]
-		n += int64(cap(b.data))
-	}
-	return n
+	return n + p.held
 }
 
 // Pack returns t packed. t is not changed.
 // Blocks are packed on every core.
 func Pack(t *Trace) *Packed {
 	n := t.Len()
+	return packInto(t, newSlabs(n))
+}
+
+// packInto is Pack with the blocks' data in sl.
+func packInto(t *Trace, sl *slabs) *Packed {
+	n := t.Len()
 	p := &Packed{Meta: t.Meta, n: n, blocks: make([]packedBlock, (n+PackBlockRows-1)/PackBlockRows)}
 	parallelBlocks(len(p.blocks), func(b int) {
 		lo := b * PackBlockRows
 		hi := min(lo+PackBlockRows, n)
-		p.blocks[b] = packBlock(t, lo, hi)
+		p.blocks[b] = packBlock(t, lo, hi, sl)
 	})
+	p.held = sl.held
 	return p
 }
 
@@ -266,7 +272,7 @@ var packScratchPool = sync.Pool{New: func() any {
 }}
 
 // packBlock packs rows [lo, hi) of t.
-func packBlock(t *Trace, lo, hi int) packedBlock {
+func packBlock(t *Trace, lo, hi int, sl *slabs) packedBlock {
 	var blk packedBlock
 	ps := packScratchPool.Get().(*packScratch)
 	defer packScratchPool.Put(ps)
@@ -293,8 +299,62 @@ func packBlock(t *Trace, lo, hi int) packedBlock {
 	h[ColShape], buf = encodeInts(t.Shape[lo:hi], nil, false, ps, buf)
 	h[ColDtype], buf = encodeInts(t.Dtype[lo:hi], nil, false, ps, buf)
 	h[ColGroup], buf = encodeInts(t.Group[lo:hi], nil, false, ps, buf)
-	blk.data = append([]byte(nil), buf...)
+	blk.data = sl.copy(buf)
 	return blk
+}
+
+// slabs hold the blocks' data of a large Packed: a block's bytes are cut
+// from a slab of several MB, not allocated each on its own (48 KB each,
+// for a fleet job), so that the slab can be backed by huge pages
+// (internal/hugepage: the packed trace is the largest fresh memory a
+// streamed analysis touches). A slab is a sixteenth of the expected
+// packed size (16 bytes a row), from 4 to 16 MB: what a Packed
+// leaves unused is the end of each slab that the next block did not fit
+// (under a block) and the end of the last ones (under a slab each,
+// counted in Bytes). A small trace's blocks are allocated each on its
+// own.
+type slabs struct {
+	mu   sync.Mutex
+	size int
+	cur  []byte // what is left of the current slab
+	held int64  // bytes allocated: slabs and blocks of their own
+}
+
+const (
+	slabMin = hugepage.MinBytes
+	slabMax = 16 << 20
+)
+
+func newSlabs(rows int) *slabs {
+	size := min(rows*16/16, slabMax)
+	if size < slabMin {
+		size = 0
+	}
+	return &slabs{size: size}
+}
+
+// copy returns a copy of b, in a slab when b is small beside one.
+func (s *slabs) copy(b []byte) []byte {
+	n := len(b)
+	s.mu.Lock()
+	if s.size == 0 || n > s.size/8 {
+		s.mu.Unlock()
+		out := append([]byte(nil), b...)
+		s.mu.Lock()
+		s.held += int64(cap(out))
+		s.mu.Unlock()
+		return out
+	}
+	if len(s.cur) < n {
+		s.cur = make([]byte, s.size)
+		hugepage.Slice(s.cur)
+		s.held += int64(s.size)
+	}
+	out := s.cur[:n:n]
+	s.cur = s.cur[n:]
+	s.mu.Unlock()
+	copy(out, b)
+	return out
 }
 
 // width returns the bits per row that hold spans up to span: 0, 1, 2, 4,

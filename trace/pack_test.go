@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // randomTrace makes n rows whose columns mix the shapes Pack has
@@ -468,5 +469,72 @@ func TestSmallDictReuse(t *testing.T) {
 				t.Fatalf("trial %d: slot %d left set", trial, s)
 			}
 		}
+	}
+}
+
+// TestPackSlabs packs random traces with the blocks' data cut from small
+// slabs (1 MB, so that blocks share them, some do not fit what is left
+// of one and the widest, random 64-bit columns, get their own) and checks the round trip, that blocks do share slabs, that
+// no two blocks' data overlap, and that Bytes counts every slab whole.
+func TestPackSlabs(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	const size = 1 << 20
+	shared, slabbed, owned := 0, 0, int64(0)
+	for trial := range 8 {
+		src := randomTrace(rng, 3*PackBlockRows+rng.Intn(6*PackBlockRows))
+		sl := &slabs{size: size}
+		p := packInto(src, sl)
+		if d := Diff(src, p.Unpack(nil)); d != "" {
+			t.Fatalf("trial %d: %s", trial, d)
+		}
+		// Blocks in slabs: their data's capacity is their length, and
+		// consecutive ones in one slab are adjacent.
+		type span struct{ lo, hi uintptr }
+		var spans []span
+		var own int64
+		for i := range p.blocks {
+			d := p.blocks[i].data
+			if len(d) > size/8 {
+				own += int64(cap(d)) // a block of its own
+			} else if cap(d) != len(d) {
+				t.Fatalf("trial %d: block %d: capacity %d, length %d", trial, i, cap(d), len(d))
+			}
+			if len(d) > 0 {
+				a := uintptr(unsafe.Pointer(&d[0]))
+				spans = append(spans, span{a, a + uintptr(len(d))})
+			}
+		}
+		slices.SortFunc(spans, func(a, b span) int { return int(a.lo - b.lo) })
+		adjacent := 0
+		for i := 1; i < len(spans); i++ {
+			if spans[i].lo < spans[i-1].hi {
+				t.Fatalf("trial %d: blocks' data overlap", trial)
+			}
+			if spans[i].lo == spans[i-1].hi {
+				adjacent++
+			}
+		}
+		shared += adjacent
+		// Held: whole slabs plus the blocks too large for one.
+		if (p.held-own)%size != 0 {
+			t.Errorf("trial %d: held %d bytes, %d of them in blocks of their own: not whole %d-byte slabs", trial, p.held, own, size)
+		}
+		slabbed += int((p.held - own) / size)
+		owned += own
+		if p.Bytes() < p.held {
+			t.Errorf("trial %d: Bytes %d, under the %d held", trial, p.Bytes(), p.held)
+		}
+	}
+	// The trials cover both kinds of block (randomTrace's wilder traces
+	// pack to 290 KB a block, the tamer to 89 KB).
+	if shared == 0 || slabbed == 0 || owned == 0 {
+		t.Errorf("%d blocks next to another in a slab, %d slabs, %d bytes in blocks of their own: want all three", shared, slabbed, owned)
+	}
+	// Small traces: no slab.
+	if sl := newSlabs(1000); sl.size != 0 {
+		t.Errorf("a 1000-row trace gets %d-byte slabs", sl.size)
+	}
+	if sl := newSlabs(100 << 20); sl.size != slabMax {
+		t.Errorf("a 100M-row trace gets %d-byte slabs, want %d", sl.size, slabMax)
 	}
 }
