@@ -11,7 +11,10 @@
 // about 1.5 µs for the first 5-6 GiB a process touched and 15-22 µs
 // (3.7-5.7 s a GiB) beyond, with huge pages as without: the host, not the
 // guest's page faults, sets the price of the memory past what it has at
-// hand ("Before and after the eighteenth session").
+// hand ("Before and after the eighteenth session"). On the AMD EPYC VM of
+// the nineteenth session a small page cost about 11 µs from the first
+// (3 s a GiB), and a huge one 0.06-0.08 s a GiB for the first 2-6 GiB:
+// why ppprof asks for huge pages (internal/hugepage).
 package main
 
 import (
