@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -36,15 +37,6 @@ func vmFlags(t *testing.T, a uintptr) []string {
 	return nil
 }
 
-func has(flags []string, f string) bool {
-	for _, x := range flags {
-		if x == f {
-			return true
-		}
-	}
-	return false
-}
-
 // TestSliceAdvises checks that a large slice's whole huge pages are
 // marked for huge pages (the mapping's "hg" flag), and that the memory
 // keeps what it holds.
@@ -56,7 +48,7 @@ func TestSliceAdvises(t *testing.T) {
 	s[0], s[len(s)-1] = 7, 9
 	Slice(s)
 	start := (uintptr(unsafe.Pointer(&s[0])) + Size - 1) &^ (Size - 1)
-	if !has(vmFlags(t, start), "hg") || !has(vmFlags(t, start+Size), "hg") {
+	if !slices.Contains(vmFlags(t, start), "hg") || !slices.Contains(vmFlags(t, start+Size), "hg") {
 		t.Fatalf("the huge pages inside the slice are not advised: %v", vmFlags(t, start))
 	}
 	for i := range s {
