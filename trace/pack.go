@@ -308,11 +308,10 @@ func packBlock(t *Trace, lo, hi int, sl *slabs) packedBlock {
 // for a fleet job), so that the slab can be backed by huge pages
 // (internal/hugepage: the packed trace is the largest fresh memory a
 // streamed analysis touches). A slab is a sixteenth of the expected
-// packed size (16 bytes a row), from 4 to 16 MB: what a Packed
-// leaves unused is the end of each slab that the next block did not fit
-// (under a block) and the end of the last ones (under a slab each,
-// counted in Bytes). A small trace's blocks are allocated each on its
-// own.
+// packed size (16 bytes a row), from 4 to 16 MB: what a Packed leaves
+// unused is the end of each slab that the next block did not fit (under
+// a block) and the end of the last one (under a slab; Bytes counts it). A
+// small trace's blocks are allocated each on its own.
 type slabs struct {
 	mu   sync.Mutex
 	size int
@@ -326,7 +325,7 @@ const (
 )
 
 func newSlabs(rows int) *slabs {
-	size := min(rows*16/16, slabMax)
+	size := min(rows, slabMax) // a sixteenth of 16 bytes a row
 	if size < slabMin {
 		size = 0
 	}

@@ -202,6 +202,12 @@ func RowsAt(r io.ReaderAt, size int64) (rows int64, ok bool) {
 }
 
 func rowsAt(r io.ReaderAt, size int64, cfg sparseCfg) (rows int64, ok bool) {
+	defer func() {
+		// A panic (a bug) is no answer: the whole read recovers its own.
+		if recover() != nil {
+			rows, ok = 0, false
+		}
+	}()
 	s, ok := newSparse(r, size, cfg)
 	if !ok {
 		return 0, false
@@ -229,6 +235,11 @@ func ReadHeadAt(r io.ReaderAt, size int64) (res *Result, rows int64, ok bool) {
 }
 
 func readHeadAt(r io.ReaderAt, size int64, cfg sparseCfg) (res *Result, rows int64, ok bool) {
+	defer func() {
+		if recover() != nil {
+			res, rows, ok = nil, 0, false
+		}
+	}()
 	s, ok := newSparse(r, size, cfg)
 	if !ok {
 		return nil, 0, false
