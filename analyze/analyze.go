@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/ppprof/ppprof/internal/hugepage"
 	"github.com/ppprof/ppprof/schedule"
 	"github.com/ppprof/ppprof/trace"
 )
@@ -620,7 +621,9 @@ func rowsBuf(buf []int, n int) []int {
 	if cap(buf) >= n {
 		return buf[:n]
 	}
-	return make([]int, n)
+	b := make([]int, n)
+	hugepage.Slice(b) // 8 bytes a row of the trace, fresh (internal/hugepage)
+	return b
 }
 
 func countSteps(groups []*window) int {
