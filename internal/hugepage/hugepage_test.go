@@ -44,6 +44,9 @@ func TestSliceAdvises(t *testing.T) {
 	if !Enabled {
 		t.Skip("turned off by the environment")
 	}
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skipf("a kernel without transparent huge pages: %v", err)
+	}
 	s := make([]int64, 3*Size/8) // 6 MiB: at least two whole huge pages inside
 	s[0], s[len(s)-1] = 7, 9
 	Slice(s)
