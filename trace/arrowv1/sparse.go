@@ -72,7 +72,6 @@ type sparse struct {
 	window int
 	lo, hi int // the bytes read by the last fill, [lo, hi)
 	frames []sparseFrame
-	zeros  int // where the zero bytes ending the file start (len(data): none)
 }
 
 // fill reads data[lo:hi], and up to a window of bytes from lo, unless
@@ -161,16 +160,16 @@ func newSparse(r io.ReaderAt, size int64, cfg sparseCfg) (s *sparse, ok bool) {
 		s.release()
 		return nil, false
 	}
-	s.zeros = n
-	for s.zeros > tail && s.data[s.zeros-1] == 0 {
-		s.zeros--
+	zeros := n // where the zero bytes ending the file start (n: none)
+	for zeros > tail && s.data[zeros-1] == 0 {
+		zeros--
 	}
-	if s.zeros == tail && tail > 0 {
+	if zeros == tail && tail > 0 {
 		s.release() // a longer run of zeros: read whole
 		return nil, false
 	}
 	for _, fr := range s.frames {
-		if fr.end > s.zeros && !s.body(fr) {
+		if fr.end > zeros && !s.body(fr) {
 			s.release()
 			return nil, false
 		}
