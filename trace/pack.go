@@ -541,11 +541,11 @@ func patchedEncoding[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bo
 		if w > 0 {
 			fitAround = around[w-1]
 		}
-		for _, f := range [2]int32{above[w], fitAround} {
+		for side, f := range [2]int32{above[w], fitAround} {
 			k := m - int(f)
 			if cost := payload(n, w) + patchHdrLen + 2*k + payload(k, span); cost < bestCost {
 				bestCost, found = cost, true
-				win = patching{enc: enc, width: w, around: f == fitAround && f != above[w], lo: lo, mid: mid}
+				win = patching{enc: enc, width: w, around: side == 1, lo: lo, mid: mid}
 			}
 		}
 	}
