@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/ppprof/ppprof/internal/hugepage"
 	"github.com/ppprof/ppprof/trace"
 )
 
@@ -255,14 +256,20 @@ func (b *opGroupsBuilder) countVisit() visit {
 			}
 		}
 		b.counts = nil
+		// Filled in the groups' order, not the rows': huge pages
+		// (internal/hugepage) spare a fault for each small page hit.
 		if opGroupsWide || slices.Contains(b.wide, true) {
 			b.durs = make([]float64, b.off[ng])
 			b.rates = make([]float64, b.off[ng])
+			hugepage.Slice(b.durs)
+			hugepage.Slice(b.rates)
 			return
 		}
 		b.dur32 = make([]uint32, b.off[ng])
+		hugepage.Slice(b.dur32)
 		if varying {
 			b.tok32 = make([]uint32, b.off[ng])
+			hugepage.Slice(b.tok32)
 		}
 	}}
 }
