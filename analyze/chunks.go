@@ -378,6 +378,11 @@ func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
 		if len(ks) == 0 {
 			continue
 		}
+		// Handed out pipeline by pipeline, each in step order: a worker's
+		// windows in a row are then most often one pipeline's, whose
+		// replays share a topology (newReplayIn). (Passes reduce per
+		// window, in window order: the order they run in is free.)
+		slices.SortStableFunc(ks, func(a, b int) int { return cmp.Compare(ix.windows[a].pipeline, ix.windows[b].pipeline) })
 		if cs.kept == nil {
 			if ix.onChunk != nil {
 				ix.onChunk(c, len(ix.chunks))

@@ -102,6 +102,14 @@ type replay struct {
 	chanOff   []int32
 	arena     []int32
 	dense     []int32 // rank - ranks[0] -> local rank, when the ranks are dense enough
+	peer      []int32 // per P2P op: its peer's trace rank (other ops: unspecified)
+
+	// topo: the replay was built (newReplayIn succeeded), so its matching
+	// and its order of ops (segs) serve the next window of the same
+	// topology (newReplayIn); topoReused counts the builds that reused
+	// them (tests).
+	topo       bool
+	topoReused int
 }
 
 // p2pChan is one rank's sends to, or receives from, one peer.
@@ -170,6 +178,16 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 	if r == nil {
 		r = &replay{}
 	}
+	// The window before, when its build succeeded: a window of the same
+	// topology (the same ranks, each with ops of the same kinds in the
+	// same order, its sends and receives to and from the same peers) has
+	// the same matching and the same deadlock-free order of ops, which
+	// depend on nothing else (not on durations, times or stages): the
+	// next step of a pipeline, as a rule. Step 1 compares each of these
+	// with the window before's as it writes them.
+	same := r.topo && len(r.rows) == n
+	r.topo = false
+	oldRanks, oldFirst := r.ranks, r.first
 	rows := w.rows
 	if !w.sorted && !sortedByRankSeq(t, rows) {
 		rows = slices.Clone(rows)
@@ -182,15 +200,15 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 		})
 	}
 	r.t, r.p, r.rows = t, p, rows
-	r.kind, r.match, r.owner, r.meas = grow(r.kind, n), grow(r.match, n), grow(r.owner, n), grow(r.meas, n)
+	r.kind, r.match, r.owner, r.meas, r.peer = grow(r.kind, n), grow(r.match, n), grow(r.owner, n), grow(r.meas, n), grow(r.peer, n)
 	r.multi = grow(r.multi, p)
 	clear(r.multi)
 	r.first, r.rankStage, r.ranks, r.comp, r.compFirst = r.first[:0], r.rankStage[:0], r.ranks[:0], r.comp[:0], r.compFirst[:0]
 	r.start, r.end, r.post = grow(r.start, n), grow(r.end, n), grow(r.post, n)
 
 	// 1. Ranks, op kinds, measured durations.
-	rank, stage, kinds, starts, ends := t.Rank, t.Stage, t.Kind, t.StartNs, t.EndNs
-	kind, meas, match, owner := r.kind[:n], r.meas[:n], r.match[:n], r.owner[:n]
+	rank, stage, kinds, starts, ends, peers := t.Rank, t.Stage, t.Kind, t.StartNs, t.EndNs, t.Peer
+	kind, meas, owner, peer := r.kind[:n], r.meas[:n], r.owner[:n], r.peer[:n]
 	lr := int32(-1)
 	for i, row := range rows {
 		if i == 0 || rank[row] != rank[rows[i-1]] {
@@ -198,11 +216,14 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 			if st < 0 || int(st) >= p {
 				return nil, fmt.Errorf("step %d, pipeline %d: rank %d has stage %d outside [0, %d)", w.step, w.pipeline, rank[row], st, p)
 			}
+			lr++
+			// (The window before's lists share these arrays: compare
+			// before appending over them.)
+			same = same && int(lr) < len(oldRanks) && oldRanks[lr] == rank[row] && oldFirst[lr] == int32(i)
 			r.ranks = append(r.ranks, rank[row])
 			r.first = append(r.first, int32(i))
 			r.compFirst = append(r.compFirst, int32(len(r.comp)))
 			r.rankStage = append(r.rankStage, int32(st))
-			lr++
 		}
 		owner[i] = lr
 		s, e := starts[row], ends[row]
@@ -210,20 +231,27 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 			return nil, fmt.Errorf("step %d, pipeline %d: rank %d seq %d never ended", w.step, w.pipeline, rank[row], t.Seq[row])
 		}
 		k := kinds[row]
+		var ok opKind
 		switch {
 		case k.IsCompute():
-			kind[i] = opCompute
+			ok = opCompute
 			r.comp = append(r.comp, int32(i))
 		case k.IsSend():
-			kind[i] = opSend
+			ok = opSend
 		case k.IsRecv():
-			kind[i] = opRecv
+			ok = opRecv
 		default:
-			kind[i] = opOther
+			ok = opOther
+		}
+		same = same && kind[i] == ok
+		kind[i] = ok
+		if ok == opSend || ok == opRecv {
+			same = same && peer[i] == int32(peers[row])
+			peer[i] = int32(peers[row])
 		}
 		meas[i] = max(e-s, 0)
-		match[i] = -1
 	}
+	same = same && int(lr)+1 == len(oldRanks)
 	r.first = append(r.first, int32(n))
 	r.compFirst = append(r.compFirst, int32(len(r.comp)))
 	nr := len(r.ranks)
@@ -248,9 +276,13 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 	}
 
 	// 3. NCCL matching: per (src, dst), sends of src to dst in seq order
-	// against receives of dst from src in seq order.
-	if err := r.matchP2P(w); err != nil {
-		return nil, err
+	// against receives of dst from src in seq order (the window before's
+	// when the topology is the same).
+	match := r.match[:n]
+	if !same {
+		if err := r.matchP2P(w); err != nil {
+			return nil, err
+		}
 	}
 	// A receive's transfer starts when both sides are there: a receive
 	// posted before its send spends the gap waiting on the peer, which the
@@ -263,15 +295,23 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 	}
 
 	// 4. A program that deadlocks does so whatever the durations: check
-	// once.
-	r.segs, r.recording = r.segs[:0], true
-	res, ok := r.runChecked(r.meas)
-	r.recording = false
-	if !ok {
-		r.segs = nil
-		return nil, fmt.Errorf("step %d, pipeline %d: the ranks' P2P orders deadlock on replay", w.step, w.pipeline)
+	// once (or not at all: the window before's program did not).
+	var res replayResult
+	if same {
+		res = r.runOrdered(r.meas)
+		r.topoReused++
+	} else {
+		r.segs, r.recording = r.segs[:0], true
+		var ok bool
+		res, ok = r.runChecked(r.meas)
+		r.recording = false
+		if !ok {
+			r.segs = nil
+			return nil, fmt.Errorf("step %d, pipeline %d: the ranks' P2P orders deadlock on replay", w.step, w.pipeline)
+		}
 	}
 	r.baseWindowNs, r.baseMaxBusyNs = res.WindowNs(), res.MaxBusyNs()
+	r.topo = true
 	return r, nil
 }
 
@@ -325,6 +365,9 @@ func (r *replay) matchP2P(w *window) error {
 		r.dense = nil
 	}
 	n := len(r.rows)
+	for i := range r.match[:n] {
+		r.match[i] = -1
+	}
 	r.chanOf, r.ord = grow(r.chanOf, n), grow(r.ord, n)
 	r.chans, r.chanFirst = r.chans[:0], r.chanFirst[:0]
 	peers, kind := t.Peer, r.kind

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -286,4 +287,149 @@ func BenchmarkReplay(b *testing.B) {
 	for range b.N {
 		r.run(d)
 	}
+}
+
+// TestReplayReusesTopology: a replay built in the memory of the window
+// before (newReplayIn) reuses its matching and order of ops when the two
+// have the same topology, and gives what a replay built afresh gives, with
+// the measured durations and with others, whether it reused them or not.
+func TestReplayReusesTopology(t *testing.T) {
+	same := func(t *testing.T, name string, a, b *replay) {
+		t.Helper()
+		if a.baseWindowNs != b.baseWindowNs || a.baseMaxBusyNs != b.baseMaxBusyNs {
+			t.Errorf("%s: base %d/%d, afresh %d/%d", name, a.baseWindowNs, a.baseMaxBusyNs, b.baseWindowNs, b.baseMaxBusyNs)
+		}
+		for scale := range 3 {
+			d := a.measuredDur()
+			for i := range d {
+				d[i] = d[i] * int64(1+(i+scale)%4) / 2 // some ops shorter, some longer
+			}
+			ra := a.run(d)
+			sa := []int64{ra.StartNs, ra.EndNs}
+			sa = append(append(append(sa, ra.BusyNs...), ra.OpStartNs...), ra.OpEndNs...)
+			rb := b.run(d)
+			sb := []int64{rb.StartNs, rb.EndNs}
+			sb = append(append(append(sb, rb.BusyNs...), rb.OpStartNs...), rb.OpEndNs...)
+			if !slices.Equal(sa, sb) {
+				t.Errorf("%s, durations %d: reused replay differs from one built afresh", name, scale)
+			}
+		}
+	}
+	for _, sched := range []string{"gpipe", "1f1b", "interleaved", "zb-h1"} {
+		for _, layout := range [][2]int{{1, 1}, {2, 2}} {
+			c := sim.Config{Schedule: sched, Stages: 4, MicroBatches: 8, Steps: 4, DP: layout[0], TP: layout[1],
+				Jitter: 0.2, Seed: 7, P2PLatencyUs: 30, P2PGbps: 50, OptMs: 0.5, EmbedMs: 0.3, LossMs: 0.4,
+				SlowStage: 2, SlowFactor: 1.3, VarSeqLen: true,
+				Stragglers: []sim.Straggler{{Step: 1, MicroBatch: 3, Stage: 1, Factor: 4}}}
+			tr, err := sim.Run(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ix := newIndex(tr, Options{Step: AllSteps})
+			// Pipeline by pipeline, then in step order (each window but the
+			// first of a pipeline can reuse), then every pipeline in turn
+			// (none can: other ranks).
+			var order []*window
+			for pipe := range layout[0] {
+				for _, w := range ix.windows {
+					if int(w.pipeline) == pipe {
+						order = append(order, w)
+					}
+				}
+			}
+			order = append(order, ix.windows...)
+			r := &replay{}
+			for _, w := range order {
+				if r, err = newReplayIn(r, tr, w, ix.p); err != nil {
+					t.Fatal(err)
+				}
+				fresh, err := newReplay(tr, w, ix.p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				same(t, fmt.Sprintf("%s %v step %d pipeline %d", sched, layout, w.step, w.pipeline), r, fresh)
+			}
+			want := 0 // every window after one of its pipeline: the simulator's steps are alike
+			for i := 1; i < len(order); i++ {
+				want += b2i(order[i].pipeline == order[i-1].pipeline)
+			}
+			if want < c.Steps-1 || r.topoReused != want {
+				t.Errorf("%s %v: %d builds reused the window before's topology, want %d", sched, layout, r.topoReused, want)
+			}
+		}
+	}
+
+	// Hand-made pairs of windows that differ in topology only where the
+	// checks look: each replayed in the memory of the first must
+	// reproduce its own times (timed by hand under the rules).
+	//
+	// Peers: rank 0 sends at 0 and at 10 (an F between) to ranks 1 and 2,
+	// in one order, then in the other; each receiver then runs an F.
+	peersA := []handOp{{0, trace.SendF, 0, 1, 0, 0, 3}, {0, trace.F, 1, -1, 0, 0, 10}, {0, trace.SendF, 1, 2, 10, 10, 13},
+		{1, trace.RecvF, 0, 0, 0, 0, 3}, {1, trace.F, 0, -1, 3, 3, 13},
+		{2, trace.RecvF, 1, 0, 0, 10, 13}, {2, trace.F, 1, -1, 13, 13, 23}}
+	peersB := []handOp{{0, trace.SendF, 0, 2, 0, 0, 3}, {0, trace.F, 1, -1, 0, 0, 10}, {0, trace.SendF, 1, 1, 10, 10, 13},
+		{2, trace.RecvF, 0, 0, 0, 0, 3}, {2, trace.F, 0, -1, 3, 3, 13},
+		{1, trace.RecvF, 1, 0, 0, 10, 13}, {1, trace.F, 1, -1, 13, 13, 23}}
+	// Ranks' first ops: the same kinds in the same order over the window,
+	// cut between the ranks elsewhere.
+	firstA := []handOp{{0, trace.F, 0, -1, 0, 0, 5}, {0, trace.F, 1, -1, 5, 5, 9}, {1, trace.F, 0, -1, 0, 0, 7}}
+	firstB := []handOp{{0, trace.F, 0, -1, 0, 0, 5}, {1, trace.F, 0, -1, 0, 0, 4}, {1, trace.F, 1, -1, 4, 4, 11}}
+	// Ranks: the same ops on other ranks.
+	ranksB := []handOp{{0, trace.F, 0, -1, 0, 0, 5}, {0, trace.F, 1, -1, 5, 5, 9}, {2, trace.F, 0, -1, 0, 0, 7}}
+	// Kinds: a receive where the first had an F.
+	kindsA := []handOp{{0, trace.SendF, 0, 1, 0, 0, 3}, {0, trace.F, 0, -1, 0, 0, 10}, {1, trace.RecvF, 0, 0, 0, 0, 3}, {1, trace.F, 0, -1, 3, 3, 13}}
+	kindsB := []handOp{{0, trace.SendF, 0, 1, 0, 4, 7}, {0, trace.F, 0, -1, 0, 0, 10}, {1, trace.F, 0, -1, 0, 0, 4}, {1, trace.RecvF, 0, 0, 4, 4, 7}}
+	// Fewer ranks: the same ops on one.
+	fewerB := []handOp{{0, trace.F, 0, -1, 0, 0, 5}, {0, trace.F, 1, -1, 5, 5, 9}, {0, trace.F, 2, -1, 9, 9, 16}}
+	for _, c := range []struct {
+		name  string
+		a, b  []handOp
+		reuse bool
+	}{{"peers", peersA, peersB, false}, {"first ops", firstA, firstB, false}, {"ranks", firstA, ranksB, false},
+		{"kinds", kindsA, kindsB, false}, {"fewer ranks", firstA, fewerB, false}, {"same", peersA, peersA, true}, {"same", firstA, firstA, true}} {
+		ta, tb := handTrace(c.a), handTrace(c.b)
+		tb.Meta.PP = 3
+		r := onlyReplay(t, ta)
+		ix := newIndex(tb, Options{Step: AllSteps})
+		r, err := newReplayIn(r, tb, ix.windows[0], 3)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := r.topoReused == 1; got != c.reuse {
+			t.Errorf("%s: reused %v, want %v", c.name, got, c.reuse)
+		}
+		res := r.run(r.measuredDur())
+		for i := range r.numOps() {
+			row := r.row(i)
+			if res.OpStartNs[i] != tb.StartNs[row] || res.OpEndNs[i] != tb.EndNs[row] {
+				t.Errorf("%s: rank %d %s%d replayed %d-%d, trace %d-%d", c.name, tb.Rank[row], tb.Kind[row], tb.MicroBatch[row],
+					res.OpStartNs[i], res.OpEndNs[i], tb.StartNs[row], tb.EndNs[row])
+			}
+		}
+	}
+}
+
+// BenchmarkReplayBuild times building the replay of every window of a
+// 1F1B trace of 8 stages, 64 micro-batches, 16 steps, DP 2, TP 2 (181k
+// rows) as a worker of the replay visit does: each in the memory of
+// the window before, a pipeline's steps in a row.
+func BenchmarkReplayBuild(b *testing.B) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 8, MicroBatches: 64, Steps: 16, DP: 2, TP: 2, Jitter: 0.1, P2PLatencyUs: 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ix := newIndex(tr, Options{Step: AllSteps})
+	order := slices.Clone(ix.windows)
+	slices.SortStableFunc(order, func(a, b *window) int { return int(a.pipeline) - int(b.pipeline) })
+	r := &replay{}
+	b.ResetTimer()
+	for range b.N {
+		for _, w := range order {
+			if r, err = newReplayIn(r, tr, w, ix.p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(tr.Len())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
 }
