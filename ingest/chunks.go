@@ -54,7 +54,7 @@ type Chunks struct {
 // chunk and drops it (hang): the kernel does not copy the files, and a
 // file cut short under the read is an error, as with any mapped read.
 // A reader that keeps much fresh memory while it reads (analyze, packing
-// its chunks) measured slower with it (docs/performance.md, "Before and
+// its chunks) measured slower with it (docs/performance-history.md, "Before and
 // after the ninth session").
 func (c *Chunks) MapFiles() { c.opt.mapped = true }
 

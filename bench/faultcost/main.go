@@ -11,10 +11,15 @@
 // about 1.5 µs for the first 5-6 GiB a process touched and 15-22 µs
 // (3.7-5.7 s a GiB) beyond, with huge pages as without: the host, not the
 // guest's page faults, sets the price of the memory past what it has at
-// hand ("Before and after the eighteenth session"). On the AMD EPYC VM of
-// the nineteenth session a small page cost about 11 µs from the first
-// (3 s a GiB), and a huge one 0.06-0.08 s a GiB for the first 2-6 GiB:
-// why ppprof asks for huge pages (internal/hugepage).
+// hand (docs/performance-history.md, "Before and after the eighteenth
+// session"). On the AMD EPYC VM of the nineteenth session a small page
+// cost about 11 µs from the first (3 s a GiB), and a huge one 0.06-0.08 s
+// a GiB for the first 2-6 GiB: why ppprof asks for huge pages
+// (internal/hugepage). Twentieth session, the same host: with -huge, the
+// first 1-2 GiB at 0.07 s a GiB, then 2.2-2.7 s a GiB; run again at once,
+// 0.07 s a GiB for all 8 GiB. Memory the guest freed moments before is
+// still backed by the host; memory it has not used lately is not, and the
+// host's backing is the price.
 package main
 
 import (

@@ -153,7 +153,7 @@ func hangStreamed(opts *hangOptions, plan streamPlan) (*hang.Report, error) {
 	}
 	// Mapped, not copied: the hung 302M-event fleet dump faster in seven
 	// interleaved pairs of ten, less kernel time in nine
-	// (docs/performance.md, "Before and after the ninth session").
+	// (docs/performance-history.md, "Before and after the ninth session").
 	ch.MapFiles()
 	// Each chunk is garbage once scanned, but for the few rows it leaves
 	// behind: collect often, so the heap stays near one chunk.

@@ -41,7 +41,7 @@ func checkFitsWhole(paths []string, hint string) error {
 // frPeakPerByte is the least memory reading Flight Recorder dumps whole
 // takes, per byte of the dumps: 1.55-2.2 measured (a hung 4096-rank job's
 // pickles, 1.3 GB: 2.4-2.9 GB peak; 16384 ranks', 6.1 GB: 9.4-11.3 GB;
-// docs/performance.md "Before and after the fourteenth session").
+// docs/performance-history.md "Before and after the fourteenth session").
 const frPeakPerByte = 1.5
 
 // checkFRFits fails, before anything is decoded, when paths name Flight

@@ -38,7 +38,7 @@ const maxChunkRows = 1 << 20
 // the rule was not measured again until the tenth: on the same 24.7M-event
 // trace, three pairs in turns, streamed (auto) 8.0-9.4 s, 13.6-15.2 s of
 // CPU, 0.73-0.76 GB; read whole 6.4-7.5 s, 8.6-10.1 s of CPU, 3.5 GB
-// (docs/performance.md "Before and after the tenth session"). Streaming
+// (docs/performance-history.md "Before and after the tenth session"). Streaming
 // costs the packing of every chunk, which a trace that fits does not need,
 // so auto now streams for memory only (and for one step of several Arrow
 // files, plan.oneStep). Variables for the tests, which turn the rule on.
@@ -111,7 +111,7 @@ func (p *streamPlan) forStep(paths []string, step int64, maps bool) {
 // every pass when they do not fit packed: the 302M-event fleet trace
 // (replicas of 9.4M events) with --max-memory 4G took 212 s cut (at a
 // quarter of the memory's worth) against 130 s whole, for 3.8 GB peak
-// against 4.4 (docs/performance.md "Before and after the seventh
+// against 4.4 (docs/performance-history.md "Before and after the seventh
 // session").
 func cutRowsOf(ram, perEvent int64) int { return int(ram / perEvent) }
 
@@ -314,7 +314,7 @@ func parseBytes(s string) (int64, error) {
 // of the live heap and holds no pointers, so a collection costs little,
 // while at the default a heap of 4 GB live grows to 8 before one runs.
 // The what-if of the 24.7M-event fleet trace peaks at 6.1 GB instead of
-// 7.6, in the same time (docs/performance.md, "Before and after the
+// 7.6, in the same time (docs/performance-history.md, "Before and after the
 // eleventh session"). A lower GOGC, or off, is left as it is.
 func collectOften() (restore func()) {
 	old := debug.SetGCPercent(25)

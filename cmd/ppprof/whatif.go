@@ -67,7 +67,7 @@ step N's events: the what-if of one step of a fleet-sized job.`,
 // whatIfBytesPerEvent is what whatif needs per event of a trace it reads
 // whole (the model, the analysis, the samples of every step, two step
 // graphs at a time), measured on the 24.7M-event fleet trace: 310 bytes
-// (docs/performance.md "Before and after the tenth session"); 256-261
+// (docs/performance-history.md "Before and after the tenth session"); 256-261
 // since the what-if collects often (collectOften, eleventh session). With --step
 // N, --stream auto reads only the step when the input would need more than
 // half the memory (and for several Arrow files whatever their size,
