@@ -436,7 +436,10 @@ func (sc *fastScratch) release() {
 // zstdDecoders holds single-goroutine zstd decoders (DecodeAll only), shared
 // by reads: a reader of 4096 rank files makes a handful, not 4096.
 var zstdDecoders = sync.Pool{New: func() any {
-	z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	// A frame that says it holds more than the buffer's size fails at
+	// once (WithDecodeAllCapLimit, with dst's capacity the size), instead
+	// of growing dst to what a corrupt header says: 4 GB for 7 bytes.
+	z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true))
 	if err != nil {
 		return nil
 	}
@@ -489,7 +492,7 @@ func (bb batchBufs) read(i int, dst []byte, sc *fastScratch, s int) ([]byte, boo
 			}
 			sc.zstd = z
 		}
-		got, err := sc.zstd.DecodeAll(raw[8:], out[:0])
+		got, err := sc.zstd.DecodeAll(raw[8:], out[:0:len(out)])
 		if err != nil || len(got) != len(out) || len(out) > 0 && &got[0] != &out[0] {
 			return nil, false
 		}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 func TestCheckZstd(t *testing.T) {
@@ -68,5 +71,43 @@ func TestZstdWindowInFile(t *testing.T) {
 	}
 	if hit == 0 {
 		t.Fatal("no zstd frame with a window descriptor found")
+	}
+}
+
+// TestFastZstdSizeLimit: the fast decoder's zstd buffers decompress into
+// exactly the size their prefix gives; a frame whose header says it holds
+// more (4 GB here, in 14 bytes) fails at once instead of growing the
+// output to what the header says (FuzzRead found one that took 14 s and
+// 4 GB of zeroed memory).
+func TestFastZstdSizeLimit(t *testing.T) {
+	read := func(zframe []byte, size int64) ([]byte, bool) {
+		body := binary.LittleEndian.AppendUint64(nil, uint64(size))
+		body = append(body, zframe...)
+		fr := &frame{body: body, info: msgInfo{compressed: true, codec: codecZSTD, buffers: [][2]int64{{0, int64(len(body))}}}}
+		var sc fastScratch
+		defer sc.release()
+		return batchBufs{fr}.read(0, nil, &sc, 0)
+	}
+	// A real buffer still decodes.
+	data := bytes.Repeat([]byte("ppprof "), 100)
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := read(enc.EncodeAll(data, nil), int64(len(data))); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("valid buffer: ok %v, %d bytes", ok, len(got))
+	}
+	// A frame of a 1 MiB window that says it holds 4 GB (frame content
+	// size in 4 bytes), then one empty last block.
+	huge := append(binary.LittleEndian.AppendUint32(nil, zstdMagic), 0x80, 10<<3, 0xff, 0xff, 0xff, 0xff, 1, 0, 0)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, ok := read(huge, 100)
+	runtime.ReadMemStats(&after)
+	if ok {
+		t.Error("a frame saying it holds 4 GB decoded as 100 bytes")
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("the refused frame allocated %d MB", grew>>20)
 	}
 }
