@@ -641,6 +641,18 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 		labs  [][]int32 // per v in vs
 		rows  []int32
 		off   []int // per rank: first label
+		// The worker's window before: compare reads only a rank's labels,
+		// stage and whether it finished, and the window's m, so a window
+		// whose ranks have the same (the next step of the same pipeline,
+		// as a rule: forWindows hands windows out pipeline by pipeline)
+		// has the same results, which it takes where it keeps no
+		// deviations (only counts).
+		prevOK   bool
+		prevM    int
+		prevLabs [][]int32
+		prevOff  []int
+		prevRank [][2]int              // stage, finished
+		prevRes  [][]conformanceResult // [candidate][rank]
 	}
 	lscs := make([]labelScratch, len(scs))
 	full := fullWindows(cs.ix.tot, len(cands))
@@ -651,8 +663,12 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 		ls.ranks = cs.ranksOf(wi, ls.ranks)
 		ranks := ls.ranks
 		if len(ls.labs) < len(vs) {
-			ls.labs = make([][]int32, len(vs))
+			ls.labs, ls.prevLabs = make([][]int32, len(vs)), make([][]int32, len(vs))
+			ls.prevRes = make([][]conformanceResult, len(cands))
 		}
+		// This window's labels go where the window before's before it were.
+		ls.labs, ls.prevLabs = ls.prevLabs, ls.labs
+		ls.off, ls.prevOff = ls.prevOff, ls.off
 		// When the window's rows are grouped by rank, its compute rows
 		// (in the same order) are too: each rank's are read from them.
 		var comp []int
@@ -683,6 +699,20 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 			}
 		}
 		ls.off = append(ls.off, len(ls.rows))
+		same := identifyReuse && ls.prevOK && ls.prevM == cw.m && len(ls.prevRank) == len(ranks) && slices.Equal(ls.off, ls.prevOff)
+		if same {
+			identifyReused.Add(1)
+		}
+		for k := 0; same && k < len(ranks); k++ {
+			same = ls.prevRank[k] == [2]int{ranks[k].stage, b2i(ranks[k].finished)}
+		}
+		for x := 0; same && x < len(vs); x++ {
+			same = slices.Equal(ls.labs[x], ls.prevLabs[x])
+		}
+		ls.prevOK, ls.prevM, ls.prevRank = true, cw.m, ls.prevRank[:0]
+		for k := range ranks {
+			ls.prevRank = append(ls.prevRank, [2]int{ranks[k].stage, b2i(ranks[k].finished)})
+		}
 		out := make([]candWindow, len(cands))
 		for ci, c := range cands {
 			if c.invalid {
@@ -691,6 +721,10 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 			s := c.scheds[cw.m]
 			labs := ls.labs[slices.Index(vs, c.v)]
 			cr := &out[ci]
+			if !same {
+				ls.prevRes[ci] = grow(ls.prevRes[ci], len(ranks))
+			}
+			prev := ls.prevRes[ci]
 			for k := range ranks {
 				r := &ranks[k]
 				dev := func(index, row int, want schedule.Action) {
@@ -700,8 +734,14 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 				if full.before(ci, r.rank, wi) {
 					dev = nil // an earlier window kept all of r's deviations: count only
 				}
-				lo, hi := ls.off[k], ls.off[k+1]
-				res := scs[w].compare(r, labs[lo:hi], ls.rows[lo:hi], s, MaxDeviationsPerRank, dev)
+				var res conformanceResult
+				if same && dev == nil {
+					res = prev[k]
+				} else {
+					lo, hi := ls.off[k], ls.off[k+1]
+					res = scs[w].compare(r, labs[lo:hi], ls.rows[lo:hi], s, MaxDeviationsPerRank, dev)
+					prev[k] = res
+				}
 				if dev != nil && res.outOfOrder >= MaxDeviationsPerRank {
 					full.set(ci, r.rank, wi)
 				}
@@ -718,6 +758,14 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 		cs.best = cs.rank(out, cands, per, compared)
 	}}
 }
+
+// identifyReuse lets identifyVisit reuse the window before's comparisons
+// (tests turn it off to compare); identifyReused counts the windows that
+// did.
+var (
+	identifyReuse  = true
+	identifyReused atomic.Int64
+)
 
 // fullWindowSet records, per candidate and rank, the first window (index
 // into conformanceState.wins) whose comparison alone kept

@@ -660,3 +660,123 @@ func BenchmarkConformance(b *testing.B) {
 	}
 	b.ReportMetric(float64(tr.Len()), "rows")
 }
+
+// TestIdentifyReuseMatches: schedule identification reusing the worker's
+// window before's comparisons (identifyVisit) gives what comparing every
+// window gives, on traces whose windows repeat (then it does reuse), and
+// on windows that differ from the one before only in what compare reads:
+// an F and a B swapped (labels), a rank's stage, where a rank's labels
+// begin (one moved to the next rank), whether a rank finished (a missing
+// op after the last one it ran counts only for a rank that finished).
+// (The window's m is compared too; windows of the same labels and another
+// m are not made here.)
+func TestIdentifyReuseMatches(t *testing.T) {
+	without := func(tr *trace.Trace, drop func(i int) bool) *trace.Trace {
+		out := &trace.Trace{Meta: tr.Meta}
+		for i := range tr.Len() {
+			if !drop(i) {
+				out.Append(tr.At(i))
+			}
+		}
+		return out
+	}
+	swapped := simTrace(t, sim.Config{Schedule: "gpipe", Stages: 2, DP: 3, MicroBatches: 12, Steps: 6, Jitter: 0.1, Seed: 5})
+	rng := rand.New(rand.NewSource(3))
+	for r := trace.Rank(0); r < 6; r++ {
+		for step := int64(0); step < 6; step++ {
+			if rng.Intn(2) == 0 {
+				swapCompute(t, swapped, r, step, 2, 20) // an F and a B: every candidate's counts move
+			}
+		}
+	}
+	// 1F1B on two stages, 3 steps, rank 0 skipping micro-batch 2 in the
+	// last: rank 0 finishes it without F2 and B2, rank 1 runs one
+	// micro-batch fewer and hangs: it did not finish. Step 1, cut to the
+	// compute ops step 2 ran, has the same labels, but both ranks finished
+	// it (they have rows in step 2).
+	hung := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 16, Steps: 3, Faults: simFaults(t, "skip:rank=0,step=2,mb=2")})
+	type op struct {
+		r  trace.Rank
+		k  trace.Kind
+		mb trace.MicroBatch
+	}
+	ran := map[op]bool{}
+	for i := range hung.Len() {
+		if hung.Step[i] == 2 {
+			ran[op{hung.Rank[i], hung.Kind[i], hung.MicroBatch[i]}] = true
+		}
+	}
+	cut := without(hung, func(i int) bool {
+		return hung.Step[i] == 1 && hung.Kind[i].IsCompute() && !ran[op{hung.Rank[i], hung.Kind[i], hung.MicroBatch[i]}]
+	})
+	// Stages: in step 2 of a GPipe job rank 0 says it is stage 3 (the
+	// same labels, compared against another stage's list: 1F1B warms up
+	// with 3 forwards on stage 0, none on stage 3).
+	staged := simTrace(t, sim.Config{Schedule: "gpipe", Stages: 4, MicroBatches: 16, Steps: 3})
+	for i := range staged.Len() {
+		if staged.Step[i] == 2 && staged.Rank[i] == 0 {
+			staged.Stage[i] = 3
+		}
+	}
+	// Where a rank's labels begin: two TP ranks of one stage, rank 0's
+	// last compute op of step 2 moved to the head of rank 1's (the same
+	// labels end to end, cut between the ranks one op earlier).
+	tp := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 1, TP: 2, MicroBatches: 16, Steps: 3})
+	moved := -1
+	for i := range tp.Len() {
+		if tp.Rank[i] == 0 && tp.Step[i] == 2 && tp.Kind[i].IsCompute() {
+			moved = i
+		}
+	}
+	var evs [2][]trace.Event
+	for i := range tp.Len() {
+		e := tp.At(i)
+		switch {
+		case i == moved:
+			continue
+		case e.Rank == 1 && e.Step == 2 && e.Kind.IsCompute() && moved >= 0:
+			m := tp.At(moved)
+			m.Rank, m.TPRank = 1, e.TPRank
+			evs[1] = append(evs[1], m)
+			moved = -1
+		}
+		evs[e.Rank] = append(evs[e.Rank], e)
+	}
+	shifted := &trace.Trace{Meta: tp.Meta}
+	for r := range evs {
+		for k, e := range evs[r] {
+			e.Seq = int64(k)
+			shifted.Append(e)
+		}
+	}
+	traces := map[string]*trace.Trace{
+		"stages":      staged,
+		"shifted":     shifted,
+		"1f1b":        simTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, DP: 2, TP: 2, MicroBatches: 8, Steps: 4, Jitter: 0.2}),
+		"interleaved": simTrace(t, sim.Config{Schedule: "interleaved", Stages: 4, DP: 2, MicroBatches: 8, Steps: 4, Jitter: 0.2}),
+		"zb-h1":       simTrace(t, sim.Config{Schedule: "zb-h1", Stages: 4, MicroBatches: 8, Steps: 4}),
+		"swapped":     swapped,
+		"skips":       simTrace(t, sim.Config{Schedule: "1f1b", Stages: 1, MicroBatches: 4, TP: 2, Steps: 4, Faults: simFaults(t, "skip:rank=1,step=1,mb=2")}),
+		"cut":         cut,
+	}
+	defer func() { identifyReuse = true }()
+	for name, tr := range traces {
+		tr.Meta.Schedule = "" // every candidate compared in full
+		identifyReuse = false
+		want := conformanceOf(t, tr).Schedule
+		identifyReuse = true
+		for _, procs := range []int{1, 2} {
+			func() {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				before := identifyReused.Load()
+				got := conformanceOf(t, tr).Schedule
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s, GOMAXPROCS %d: reusing\n%+v\nwant\n%+v", name, procs, got, want)
+				}
+				if n := identifyReused.Load() - before; procs == 1 && name != "cut" && n == 0 {
+					t.Errorf("%s: no window reused the one before's comparisons", name)
+				}
+			}()
+		}
+	}
+}
