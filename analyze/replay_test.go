@@ -126,6 +126,16 @@ func TestReplayHand(t *testing.T) {
 	}
 }
 
+// replaySimConfig is a job of 4 stages, 8 micro-batches and steps steps
+// of schedule sched, DP layout[0] and TP layout[1], with jitter, P2P
+// latency and bandwidth, a straggler, a slow stage and overhead ops.
+func replaySimConfig(sched string, layout [2]int, steps int) sim.Config {
+	return sim.Config{Schedule: sched, Stages: 4, MicroBatches: 8, Steps: steps, DP: layout[0], TP: layout[1],
+		Jitter: 0.2, Seed: 7, P2PLatencyUs: 30, P2PGbps: 50, OptMs: 0.5, EmbedMs: 0.3, LossMs: 0.4,
+		SlowStage: 2, SlowFactor: 1.3, VarSeqLen: true,
+		Stragglers: []sim.Straggler{{Step: 1, MicroBatch: 3, Stage: 1, Factor: 4}}}
+}
+
 // TestReplayReproducesSim: on simulated traces with jitter, P2P latency and
 // bandwidth, stragglers, a slow stage, variable sequence lengths, DP and TP,
 // and each schedule, replaying a window with its measured durations gives
@@ -134,11 +144,7 @@ func TestReplayHand(t *testing.T) {
 func TestReplayReproducesSim(t *testing.T) {
 	for _, sched := range []string{"gpipe", "1f1b", "interleaved", "zb-h1"} {
 		for _, layout := range [][2]int{{1, 1}, {2, 2}} {
-			c := sim.Config{Schedule: sched, Stages: 4, MicroBatches: 8, Steps: 2, DP: layout[0], TP: layout[1],
-				Jitter: 0.2, Seed: 7, P2PLatencyUs: 30, P2PGbps: 50, OptMs: 0.5, EmbedMs: 0.3, LossMs: 0.4,
-				SlowStage: 2, SlowFactor: 1.3, VarSeqLen: true,
-				Stragglers: []sim.Straggler{{Step: 1, MicroBatch: 3, Stage: 1, Factor: 4}}}
-			tr, err := sim.Run(c)
+			tr, err := sim.Run(replaySimConfig(sched, layout, 2))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,10 +323,7 @@ func TestReplayReusesTopology(t *testing.T) {
 	}
 	for _, sched := range []string{"gpipe", "1f1b", "interleaved", "zb-h1"} {
 		for _, layout := range [][2]int{{1, 1}, {2, 2}} {
-			c := sim.Config{Schedule: sched, Stages: 4, MicroBatches: 8, Steps: 4, DP: layout[0], TP: layout[1],
-				Jitter: 0.2, Seed: 7, P2PLatencyUs: 30, P2PGbps: 50, OptMs: 0.5, EmbedMs: 0.3, LossMs: 0.4,
-				SlowStage: 2, SlowFactor: 1.3, VarSeqLen: true,
-				Stragglers: []sim.Straggler{{Step: 1, MicroBatch: 3, Stage: 1, Factor: 4}}}
+			c := replaySimConfig(sched, layout, 4)
 			tr, err := sim.Run(c)
 			if err != nil {
 				t.Fatal(err)
