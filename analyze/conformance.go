@@ -700,14 +700,14 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 		}
 		ls.off = append(ls.off, len(ls.rows))
 		same := identifyReuse && ls.prevOK && ls.prevM == cw.m && len(ls.prevRank) == len(ranks) && slices.Equal(ls.off, ls.prevOff)
-		if same {
-			identifyReused.Add(1)
-		}
 		for k := 0; same && k < len(ranks); k++ {
 			same = ls.prevRank[k] == [2]int{ranks[k].stage, b2i(ranks[k].finished)}
 		}
 		for x := 0; same && x < len(vs); x++ {
 			same = slices.Equal(ls.labs[x], ls.prevLabs[x])
+		}
+		if same {
+			identifyReused.Add(1)
 		}
 		ls.prevOK, ls.prevM, ls.prevRank = true, cw.m, ls.prevRank[:0]
 		for k := range ranks {

@@ -438,7 +438,8 @@ func (sc *fastScratch) release() {
 var zstdDecoders = sync.Pool{New: func() any {
 	// A frame that says it holds more than the buffer's size fails at
 	// once (WithDecodeAllCapLimit, with dst's capacity the size), instead
-	// of growing dst to what a corrupt header says: 4 GB for 7 bytes.
+	// of growing dst to what a corrupt header says (gigabytes, in a
+	// 14-byte frame: TestFastZstdSizeLimit).
 	z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true))
 	if err != nil {
 		return nil
