@@ -54,8 +54,8 @@ type Chunks struct {
 // chunk and drops it (hang): the kernel does not copy the files, and a
 // file cut short under the read is an error, as with any mapped read.
 // A reader that keeps much fresh memory while it reads (analyze, packing
-// its chunks) measured slower with it (docs/performance-history.md, "Before and
-// after the ninth session").
+// its chunks) measured slower with it (docs/performance-history.md,
+// "Before and after the ninth session").
 func (c *Chunks) MapFiles() { c.opt.mapped = true }
 
 // Recycle hands back a trace Chunk returned that its caller no longer

@@ -146,8 +146,8 @@ func (c *Chunks) fileStep(fi int, sp *rowsRead, in *[2]int64, step int64, scratc
 	// mapped. ReadShape decodes 7 of each batch's 21 columns: through a
 	// mapping, the page faults on its headers and those columns' pages
 	// cost more than reading the whole file on some machines (the fleet
-	// trace's 2.2 MB rank files, one step: docs/performance.md, "Before
-	// and after the nineteenth session").
+	// trace's 2.2 MB rank files, one step: docs/performance-history.md,
+	// "Before and after the nineteenth session").
 	data, release, err := arrowv1.MapFile(f)
 	if err != nil {
 		return nil, nil, osReason(err)

@@ -5,8 +5,9 @@
 // Why: on the virtual machines ppprof's benchmarks ran on, a fresh 4 KiB
 // page costs 11-40 µs to fault in (3-6 s a GiB of kernel time), a 2 MiB
 // page about as much as 16 small ones in all: 0.07 s a GiB
-// (`go run ./bench/faultcost` with and without -huge; docs/performance-history.md,
-// "Before and after the nineteenth session"). The Go runtime leaves its
+// (`go run ./bench/faultcost` with and without -huge;
+// docs/performance-history.md, "Before and after the nineteenth
+// session"). The Go runtime leaves its
 // heap to the system's mode, so under "madvise" a trace's columns were
 // all small pages. Advise marks the whole 2 MiB pages inside a large
 // allocation before it is first touched; memory already touched keeps

@@ -17,8 +17,9 @@ import (
 // each message through a mapping. On the virtual machine the benchmarks
 // run on a page fault costs about 40 µs (shadow page tables), and the two
 // passes took 6 s of CPU each, 3 s of the run's wall time each; one pread
-// of a 4 KB window a message costs a fifth of that (docs/performance-history.md,
-// "Before and after the nineteenth session").
+// of a 4 KB window a message costs a fifth of that
+// (docs/performance-history.md, "Before and after the nineteenth
+// session").
 //
 // The buffer holds the file's bytes only where they were read; elsewhere
 // it holds whatever it held before. The reads below frame it with the
