@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ppprof/ppprof/trace"
 	"github.com/ppprof/ppprof/trace/arrowv1"
@@ -465,19 +467,44 @@ func InputBytes(paths []string) (int64, error) {
 // read or framed count as guesses too: Open will say what is wrong with
 // them.
 func CountRows(paths []string) (rows int64, exact bool, err error) {
+	return CountRowsOver(paths, math.MaxInt64)
+}
+
+// CountRowsOver is CountRows for a caller that only needs to know whether
+// the files hold more than limit events: it stops counting once the files
+// counted (exactly or by a guess) hold more, and returns their count, a
+// number over limit and at most the files' whole count; exact then says
+// whether those files were counted exactly. Whether rows > limit is the
+// same as with CountRows. Counting each file costs system calls and page
+// faults (about 1.8 s of CPU for the 4096 rank files of the 302M-event
+// fleet trace): a trace many times over the limit is counted in a
+// fraction of that.
+func CountRowsOver(paths []string, limit int64) (rows int64, exact bool, err error) {
 	inputs, _, err := expand(paths)
 	if err != nil {
 		return 0, false, err
 	}
-	// On every core: the files are mapped (countFile), and what each
-	// costs is the system calls and page faults of framing its messages.
+	// On every core: the files are read with pread or mapped (countFile),
+	// and what each costs is the system calls and page faults of framing
+	// its messages.
 	counts := make([]int64, len(inputs))
 	oks := make([]bool, len(inputs))
-	eachParallel(len(inputs), func(i int) { counts[i], oks[i] = countFile(inputs[i].path) })
+	counted := make([]bool, len(inputs))
+	var total atomic.Int64
+	eachParallel(len(inputs), func(i int) {
+		if total.Load() > limit {
+			return
+		}
+		counts[i], oks[i] = countFile(inputs[i].path)
+		counted[i] = true
+		total.Add(counts[i])
+	})
 	exact = true
 	for i := range inputs {
-		rows += counts[i]
-		exact = exact && oks[i]
+		if counted[i] {
+			rows += counts[i]
+			exact = exact && oks[i]
+		}
 	}
 	return rows, exact, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"reflect"
 	"strings"
 	"testing"
@@ -207,6 +208,52 @@ func TestCountRows(t *testing.T) {
 	n, _, err = CountRows([]string{dir})
 	if err != nil || n <= 0 || n >= int64(tr.Len()) {
 		t.Errorf("a file cut in half: %d rows, %v; want fewer than %d", n, err, tr.Len())
+	}
+}
+
+// TestCountRowsOver: counting stops once past the limit, and whether the
+// files hold more than the limit is CountRows' answer whatever the limit.
+func TestCountRowsOver(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, DP: 4, Steps: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRankFiles(t, t.TempDir(), tr)
+	files, err := filepath.Glob(filepath.Join(dir, "*.arrows"))
+	if err != nil || len(files) != 8 {
+		t.Fatalf("rank files: %v, %v", files, err)
+	}
+	total := int64(tr.Len())
+	for limit := int64(-1); limit <= total+1; limit += max(1, total/17) {
+		for _, l := range []int64{limit, total - 1, total} {
+			n, exact, err := CountRowsOver([]string{dir}, l)
+			if err != nil || !exact || n > total || (n > l) != (total > l) {
+				t.Errorf("limit %d: %d rows, exact %v, %v; want over the limit as %d rows are", l, n, exact, err, total)
+			}
+			if total <= l && n != total {
+				t.Errorf("limit %d: %d rows, want all %d", l, n, total)
+			}
+		}
+	}
+	// On one core the files are counted in order: past the limit after
+	// the first, the others are not read.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	first, _, err := CountRows(files[:1])
+	if err != nil || first <= 0 || first >= total {
+		t.Fatalf("first file: %d rows, %v", first, err)
+	}
+	if n, _, err := CountRowsOver([]string{dir}, first-1); err != nil || n != first {
+		t.Errorf("limit under the first file's rows: counted %d, %v; want its %d alone", n, err, first)
+	}
+	if n, _, err := CountRowsOver([]string{dir}, first); err != nil || n <= first || n >= total {
+		t.Errorf("limit at the first file's rows: counted %d, %v; want the first two files' (of %d)", n, err, total)
+	}
+	// A guess counts towards the limit as CountRows adds it.
+	csv := csvBytes(t, tr)
+	p := writeFile(t, t.TempDir(), "all.csv", csv)
+	guess := int64(len(csv)) / guessBytesPerEvent
+	if n, exact, err := CountRowsOver([]string{p, dir}, guess-1); err != nil || exact || n != guess {
+		t.Errorf("a CSV first: %d rows, exact %v, %v; want its guess %d alone, not exact", n, exact, err, guess)
 	}
 }
 

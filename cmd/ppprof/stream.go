@@ -58,7 +58,7 @@ type streamPlan struct {
 	// makes fewer than autoStreamChunks chunks, or cannot be opened in
 	// chunks at all, it is read whole after all.
 	optional bool
-	rows     int64 // events counted by auto (0 for the other modes)
+	rows     int64 // events counted by auto (0 for the other modes); a lower bound when stream is set by it (ingest.CountRowsOver)
 	exact    bool  // rows counted from Arrow batch headers, not guessed
 	// oneStep: auto streams one step of ppprof's Arrow files whatever the
 	// number of chunks (optional is set too: input that cannot be
@@ -143,7 +143,9 @@ func planStreamFor(paths []string, mode, maxMemory string, maps bool, perEvent i
 		if maps {
 			return p, nil
 		}
-		rows, exact, err := ingest.CountRows(paths)
+		// Counted only as far as the decision needs: a fleet trace many
+		// times the memory is streamed after its first few hundred files.
+		rows, exact, err := ingest.CountRowsOver(paths, ram/2/perEvent)
 		if err != nil {
 			return p, nil // Open says what is wrong
 		}
