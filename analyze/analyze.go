@@ -29,6 +29,14 @@ type Options struct {
 	// the report.
 	Progress func(done, total int, pass string)
 
+	// ChunkProgress, when set, is called by RunChunks from the same
+	// goroutine as each pass (the first, which reads the chunks,
+	// included) starts on chunk c of n, c from 0: for a progress bar that
+	// moves within a pass, which on a fleet-sized trace takes minutes.
+	// Progress is then called too, with the pass named "<pass> (chunk
+	// c+1/n)". Not called by Run.
+	ChunkProgress func(c, n int)
+
 	// KeepRows, for RunChunks, is how many rows of chunks may stay in
 	// memory between passes (the first chunks, whole, up to this many
 	// rows); other chunks are read again by each pass that needs rows.
@@ -205,10 +213,15 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 		done++
 		current = name
 	}
-	if opt.Progress != nil && len(ix.chunks) > 1 {
+	if (opt.Progress != nil || opt.ChunkProgress != nil) && len(ix.chunks) > 1 {
 		// Passes that read chunks say which.
 		ix.onChunk = func(c, n int) {
-			opt.Progress(done-1, numPasses, fmt.Sprintf("%s (chunk %d/%d)", current, c+1, n))
+			if opt.ChunkProgress != nil {
+				opt.ChunkProgress(c, n)
+			}
+			if opt.Progress != nil {
+				opt.Progress(done-1, numPasses, fmt.Sprintf("%s (chunk %d/%d)", current, c+1, n))
+			}
 		}
 		defer func() { ix.onChunk = nil }()
 	}

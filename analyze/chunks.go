@@ -199,6 +199,9 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 	compute := 0 // F, B and W rows of the chunks read so far
 	var scratch []measureScratch
 	for c := range ix.chunks {
+		if opt.ChunkProgress != nil && len(ix.chunks) > 1 {
+			opt.ChunkProgress(c, len(ix.chunks))
+		}
 		if opt.Progress != nil && len(ix.chunks) > 1 {
 			opt.Progress(0, numPasses, fmt.Sprintf("windows (chunk %d/%d)", c+1, len(ix.chunks)))
 		}

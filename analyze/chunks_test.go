@@ -300,6 +300,59 @@ func TestRunChunksKeep(t *testing.T) {
 	}
 }
 
+// TestRunChunksChunkProgress: every chunk a pass reads is announced, in
+// order, to ChunkProgress and then to Progress by name, and the report
+// does not change.
+func TestRunChunksChunkProgress(t *testing.T) {
+	tr := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, DP: 4, Steps: 2, OptMs: 1})
+	want, err := RunChunks(splitPipelines(tr, [][]int32{{0}, {1}, {2}, {3}}), Options{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := splitPipelines(tr, [][]int32{{0}, {1}, {2}, {3}})
+	type call struct {
+		chunk   bool
+		c, n    int // ChunkProgress
+		pass    string
+		done, m int // Progress
+	}
+	var calls []call
+	got, err := RunChunks(pc, Options{Step: AllSteps,
+		ChunkProgress: func(c, n int) { calls = append(calls, call{chunk: true, c: c, n: n}) },
+		Progress:      func(done, total int, pass string) { calls = append(calls, call{pass: pass, done: done, m: total}) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := reportDiff(want, got); d != "" {
+		t.Errorf("report with ChunkProgress differs: %s", d)
+	}
+	var chunks []int
+	for i, c := range calls {
+		if !c.chunk {
+			continue
+		}
+		chunks = append(chunks, c.c)
+		if c.n != 4 || c.c < 0 || c.c >= 4 {
+			t.Fatalf("call %d: chunk %d of %d, want of 4", i, c.c, c.n)
+		}
+		suffix := fmt.Sprintf(" (chunk %d/4)", c.c+1)
+		if i+1 >= len(calls) || calls[i+1].chunk || !strings.HasSuffix(calls[i+1].pass, suffix) {
+			t.Fatalf("call %d: chunk %d not followed by a pass named ...%s: %+v", i, c.c, suffix, calls[i+1:])
+		}
+	}
+	// Nothing kept or packed: every load is announced, the first read's
+	// and each visit's, chunk by chunk in order.
+	if len(chunks) != pc.loads || len(chunks) < 8 || len(chunks)%4 != 0 {
+		t.Fatalf("%d chunks announced (%v), %d loaded", len(chunks), chunks, pc.loads)
+	}
+	for i, c := range chunks {
+		if c != i%4 {
+			t.Fatalf("chunks announced %v, want 0 1 2 3 over and over", chunks)
+		}
+	}
+}
+
 // TestRunChunksErrors: a chunk that fails to load, at any point of the
 // analysis, ends it with that error; windows split across chunks and
 // chunks that change between reads are refused.

@@ -25,17 +25,26 @@ type progress struct {
 	mu      sync.Mutex
 	total   int64
 	cur     int64
-	note    string // what is being done now, after the numbers
-	bytes   int64  // when > 0, a rate in MB/s is shown
+	sub     float64 // how far into the step after cur, 0 to 1: the bar's fill and percentage count it (within)
+	note    string  // what is being done now, after the numbers
+	bytes   int64   // when > 0, a rate in MB/s is shown
 	start   time.Time
 	last    time.Time
 	drawn   bool
 	minShow time.Duration // nothing is drawn before the command has run this long
 	flush   func()        // called by done: prints what warnings were held back (readingOptions)
+	idle    *time.Timer   // redraws the line when nothing has moved it for progressIdle (tick)
 }
 
 // progressEvery is the longest the bar goes without a redraw while it moves.
 const progressEvery = 100 * time.Millisecond
+
+// progressIdle is the longest the line goes without a redraw while the
+// bar is live: the elapsed time it shows keeps counting when the work
+// does not report for a while (a fleet trace's chunk takes seconds),
+// and the bar first appears at minShow even when its first update came
+// earlier and the next comes much later.
+const progressIdle = time.Second
 
 // newProgress returns a progress bar for label, counting up to total
 // (0: unknown) in unit, on w when w is a terminal and quiet is false.
@@ -69,6 +78,9 @@ func (p *progress) update(change func()) {
 		return
 	}
 	change()
+	if p.idle == nil {
+		p.idle = time.AfterFunc(max(p.minShow-time.Since(p.start), progressEvery), p.tick)
+	}
 	now := time.Now()
 	if now.Sub(p.start) < p.minShow || now.Sub(p.last) < progressEvery && p.cur < p.total {
 		return
@@ -77,13 +89,38 @@ func (p *progress) update(change func()) {
 	p.draw(now)
 }
 
+// tick redraws the line if nothing has for progressIdle (and the bar is
+// due: minShow), and runs again until the bar is done.
+func (p *progress) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.w == nil {
+		return
+	}
+	now := time.Now()
+	if now.Sub(p.start) >= p.minShow && now.Sub(p.last) >= progressIdle-progressEvery {
+		p.last = now
+		p.draw(now)
+	}
+	p.idle.Reset(progressIdle)
+}
+
+// within moves the bar c/n of the way into the step after cur (c of n
+// chunks of an analysis pass done: analyze.Options.ChunkProgress). It
+// never moves it back within a step.
+func (p *progress) within(c, n int) {
+	if n > 0 {
+		p.update(func() { p.sub = max(p.sub, float64(c)/float64(n)) })
+	}
+}
+
 // draw writes the line: label, bar, count, rate, note.
 func (p *progress) draw(now time.Time) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\r%s ", p.label)
 	if p.total > 0 {
 		const width = 24
-		frac := min(float64(p.cur)/float64(p.total), 1)
+		frac := min((float64(p.cur)+min(p.sub, 1))/float64(p.total), 1)
 		fill := int(frac * width)
 		b.WriteString("[" + strings.Repeat("=", fill) + strings.Repeat(" ", width-fill) + "] ")
 		fmt.Fprintf(&b, "%3.0f%% %d/%d %s", 100*frac, p.cur, p.total, p.unit)
@@ -93,6 +130,7 @@ func (p *progress) draw(now time.Time) {
 	if secs := now.Sub(p.start).Seconds(); p.bytes > 0 && secs > 0 {
 		fmt.Fprintf(&b, ", %.0f MB/s", float64(p.bytes)/1e6/secs)
 	}
+	fmt.Fprintf(&b, ", %s", now.Sub(p.start).Truncate(time.Second))
 	if p.note != "" {
 		b.WriteString(", " + p.note)
 	}
@@ -117,6 +155,9 @@ func (p *progress) done() {
 	p.clear()
 	p.mu.Lock()
 	p.w = nil
+	if p.idle != nil {
+		p.idle.Stop()
+	}
 	p.mu.Unlock()
 	if p.flush != nil {
 		p.flush()
@@ -203,6 +244,11 @@ func countProgress(stderr io.Writer, quiet bool, label, unit string) (func(done,
 func stepsProgress(stderr io.Writer, quiet bool, label, unit string) (func(done, total int, name string), *progress) {
 	prog := newProgress(stderr, label, 0, unit, quiet)
 	return func(done, total int, name string) {
-		prog.update(func() { prog.total, prog.cur, prog.note = int64(total), int64(done), name })
+		prog.update(func() {
+			if int64(done) != prog.cur {
+				prog.sub = 0 // the next step: within starts it again
+			}
+			prog.total, prog.cur, prog.note = int64(total), int64(done), name
+		})
 	}, prog
 }

@@ -217,7 +217,7 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
 	defer bar.done()
-	rep, err := analyze.RunChunks(ch, analyze.Options{Step: step, Progress: onPass, PackBytes: plan.packBytes})
+	rep, err := analyze.RunChunks(ch, analyze.Options{Step: step, Progress: onPass, ChunkProgress: bar.within, PackBytes: plan.packBytes})
 	if err != nil {
 		return nil, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}
