@@ -34,6 +34,7 @@ type progress struct {
 	minShow time.Duration // nothing is drawn before the command has run this long
 	flush   func()        // called by done: prints what warnings were held back (readingOptions)
 	idle    *time.Timer   // redraws the line when nothing has moved it for progressIdle (tick)
+	cleared bool          // erased for other output (clear): tick waits for the next update
 }
 
 // progressEvery is the longest the bar goes without a redraw while it moves.
@@ -78,6 +79,7 @@ func (p *progress) update(change func()) {
 		return
 	}
 	change()
+	p.cleared = false
 	if p.idle == nil {
 		p.idle = time.AfterFunc(max(p.minShow-time.Since(p.start), progressEvery), p.tick)
 	}
@@ -98,7 +100,7 @@ func (p *progress) tick() {
 		return
 	}
 	now := time.Now()
-	if now.Sub(p.start) >= p.minShow && now.Sub(p.last) >= progressIdle-progressEvery {
+	if !p.cleared && now.Sub(p.start) >= p.minShow && now.Sub(p.last) >= progressIdle-progressEvery {
 		p.last = now
 		p.draw(now)
 	}
@@ -140,10 +142,12 @@ func (p *progress) draw(now time.Time) {
 }
 
 // clear erases the line, if drawn, so that other output starts clean; the
-// next update draws it again.
+// next update draws it again (the idle redraws wait for it: they would
+// race with the output that follows).
 func (p *progress) clear() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.cleared = true
 	if p.w != nil && p.drawn {
 		io.WriteString(p.w, "\r\x1b[K")
 		p.drawn = false

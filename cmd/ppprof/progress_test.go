@@ -126,6 +126,15 @@ func TestProgressIdle(t *testing.T) {
 		t.Errorf("first draw %q", s)
 	}
 	waitFor("idle redraw", func(s string) bool { return strings.Count(s, "\ranalyzing") >= 2 })
+	// Erased for a warning: not drawn again until the work reports.
+	p.clear()
+	cleared := lockedLine(p, &out)
+	time.Sleep(progressIdle + 200*time.Millisecond)
+	if s := lockedLine(p, &out); s != cleared {
+		t.Errorf("drawn after clear without an update: %q", s[len(cleared):])
+	}
+	p.update(func() { p.note = "windows (chunk 2/32)" })
+	waitFor("redraw after clear and an update", func(s string) bool { return strings.Contains(s, "chunk 2/32") })
 	p.done()
 	done := lockedLine(p, &out)
 	time.Sleep(progressIdle + 200*time.Millisecond)
