@@ -196,6 +196,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 	ix.chunks = make([]chunkState, src.NumChunks())
 	kept := 0
 	packed, packing := int64(0), opt.PackBytes > 0
+	var packer *trace.Packer
 	compute := 0 // F, B and W rows of the chunks read so far
 	var scratch []measureScratch
 	for c := range ix.chunks {
@@ -273,7 +274,12 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 				if packed+lists >= opt.PackBytes {
 					packing = false
 				} else {
-					p := trace.Pack(t)
+					if packer == nil {
+						// One packer for every chunk: their blocks share
+						// slabs as one large trace's would.
+						packer = trace.NewPacker(t.Len() * len(ix.chunks))
+					}
+					p := packer.Pack(t)
 					need := packed + p.Bytes() + lists
 					if all := (packed + p.Bytes()) * n / done; all+lists > opt.PackBytes && packMixColumns {
 						need += int64(t.Len()) * trace.RowBytes
@@ -282,7 +288,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 						ix.chunks[c].packed = p
 						packed += p.Bytes()
 					} else {
-						packing = false
+						packing, packer = false, nil
 					}
 				}
 			}

@@ -119,16 +119,33 @@ func Pack(t *Trace) *Packed {
 	return packInto(t, newSlabs(n))
 }
 
-// packInto is Pack with the blocks' data in sl.
+// A Packer packs traces one after another into slabs they share: the
+// chunks of a streamed analysis, each too small for slabs of its own
+// (a 24.7M-event trace's chunks hold 0.8M events: 9 MB packed, in blocks
+// of their own), are packed into huge-page-backed memory like one large
+// trace. Bytes of each Packed counts the slabs its packing started
+// (the ends of slabs left unused count once, in the Packed that started
+// them). A Packer packs one trace at a time.
+type Packer struct{ sl *slabs }
+
+// NewPacker returns a Packer for traces of about rows events in all.
+func NewPacker(rows int) *Packer { return &Packer{sl: newSlabs(rows)} }
+
+// Pack returns t packed. t is not changed.
+func (pk *Packer) Pack(t *Trace) *Packed { return packInto(t, pk.sl) }
+
+// packInto is Pack with the blocks' data in sl; the Packed holds what sl
+// allocated for it.
 func packInto(t *Trace, sl *slabs) *Packed {
 	n := t.Len()
 	p := &Packed{Meta: t.Meta, n: n, blocks: make([]packedBlock, (n+PackBlockRows-1)/PackBlockRows)}
+	before := sl.held
 	parallelBlocks(len(p.blocks), func(b int) {
 		lo := b * PackBlockRows
 		hi := min(lo+PackBlockRows, n)
 		p.blocks[b] = packBlock(t, lo, hi, sl)
 	})
-	p.held = sl.held
+	p.held = sl.held - before
 	return p
 }
 

@@ -538,3 +538,58 @@ func TestPackSlabs(t *testing.T) {
 		t.Errorf("a 100M-row trace gets %d-byte slabs, want %d", sl.size, slabMax)
 	}
 }
+
+// TestPacker packs several small traces with one Packer and checks that
+// each still round-trips once all are packed (no trace's blocks written
+// over another's), that their blocks share slabs across traces (a block
+// of one next to a block of the one before: each packed alone, no block
+// would be in a slab), and that the Packeds' held bytes add up to the
+// slabs' without counting one twice.
+func TestPacker(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	pk := NewPacker(8 << 20)
+	if pk.sl.size == 0 {
+		t.Fatal("a Packer for 8M rows has no slabs")
+	}
+	var srcs []*Trace
+	var ps []*Packed
+	for range 12 {
+		src := randomTrace(rng, PackBlockRows+rng.Intn(3*PackBlockRows))
+		if sl := newSlabs(src.Len()); sl.size != 0 {
+			t.Fatalf("a %d-row trace alone gets slabs: the test needs traces that do not", src.Len())
+		}
+		srcs = append(srcs, src)
+		ps = append(ps, pk.Pack(src))
+	}
+	held := int64(0)
+	across := 0
+	for i, p := range ps {
+		if d := Diff(srcs[i], p.Unpack(nil)); d != "" {
+			t.Fatalf("trace %d: %s", i, d)
+		}
+		held += p.held
+		if i == 0 {
+			continue
+		}
+		ends := map[uintptr]bool{}
+		for _, b := range ps[i-1].blocks {
+			if len(b.data) > 0 {
+				ends[uintptr(unsafe.Pointer(&b.data[0]))+uintptr(len(b.data))] = true
+			}
+		}
+		for _, b := range p.blocks {
+			if len(b.data) > 0 && ends[uintptr(unsafe.Pointer(&b.data[0]))] {
+				across++
+			}
+		}
+	}
+	if held != pk.sl.held {
+		t.Errorf("the Packeds hold %d bytes in all, the slabs %d", held, pk.sl.held)
+	}
+	if held%int64(pk.sl.size) != 0 {
+		t.Errorf("%d bytes held: not whole %d-byte slabs", held, pk.sl.size)
+	}
+	if across == 0 {
+		t.Error("no trace's block follows the block of the trace packed before it in a slab")
+	}
+}
