@@ -297,6 +297,10 @@ var (
 	// Synchronous-training checks, replays (issue order, P2P pairs by peer
 	// and seq), the gap attribution, stragglers.
 	replayColumns = scheduleColumns | trace.ColumnsOf(trace.ColSeq, trace.ColIssueNs, trace.ColPeer)
+	// What any visit reads: the columns a chunk is packed with
+	// (trace.Packer.PackColumns). The FLOPs are measured, and the scan's
+	// totals made, when a chunk is read, with every column.
+	visitColumns = stagesColumns | scheduleColumns | replayColumns
 )
 
 // index is a trace grouped once for every pass. The rows of a window are
@@ -663,7 +667,8 @@ type measureScratch struct {
 
 // measureWindow computes the window, per-stage busy time and the idle split
 // of one (step, pipeline), and sets g.spanS, g.spanE, g.sorted, and g.flops
-// and g.vSeen: the FLOPs of its compute rows, summed in row order, and 1 +
+// and g.vSeen: the FLOPs of its compute rows, summed in row order (left as
+// they are when t holds no FLOPs: a packed chunk measured again), and 1 +
 // their largest chunk in [0, maxChunks) (0 when none).
 func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWindow, idleParts) {
 	w := StepWindow{Step: g.step, Pipeline: g.pipeline, StartNs: math.MaxInt64, EndNs: math.MinInt64, Complete: true, BusyNs: make([]int64, p)}
@@ -676,6 +681,9 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 	}
 	spanS, spanE := int64(math.MaxInt64), int64(math.MinInt64)
 	kinds, starts, ends, stages, ranks, seqs := t.Kind, t.StartNs, t.EndNs, t.Stage, t.Rank, t.Seq
+	// A packed chunk unpacked again (remeasure) holds no FLOPs
+	// (visitColumns): the window keeps those measured when it was read.
+	withFlops := len(t.Flops) > 0
 	sorted := true
 	prevRank, prevSeq := trace.Rank(math.MinInt32), int64(math.MinInt64)
 	var flops windowFlops
@@ -686,10 +694,12 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 			if c := t.Chunk[i]; c >= 0 && c < maxChunks {
 				vSeen = max(vSeen, int(c)+1)
 			}
-			if t.Flops[i] == 0 {
-				flops.missing = true
+			if withFlops {
+				if t.Flops[i] == 0 {
+					flops.missing = true
+				}
+				flops.sum += t.Flops[i]
 			}
-			flops.sum += t.Flops[i]
 		}
 		if r, sq := ranks[i], seqs[i]; r < prevRank || r == prevRank && sq < prevSeq {
 			sorted = false
@@ -721,7 +731,10 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 		}
 	}
 	g.spanS, g.spanE, g.sorted = spanS, spanE, sorted
-	g.flops, g.vSeen = flops, vSeen
+	g.vSeen = vSeen
+	if withFlops {
+		g.flops = flops
+	}
 	var parts idleParts
 	if w.StartNs > w.EndNs {
 		w.StartNs, w.EndNs, w.Complete = 0, 0, false

@@ -279,7 +279,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 						// slabs as one large trace's would.
 						packer = trace.NewPacker(t.Len() * len(ix.chunks))
 					}
-					p := packer.Pack(t)
+					p := packer.PackColumns(t, visitColumns)
 					need := packed + p.Bytes() + lists
 					if all := (packed + p.Bytes()) * n / done; all+lists > opt.PackBytes && packMixColumns {
 						need += int64(t.Len()) * trace.RowBytes

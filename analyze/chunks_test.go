@@ -501,3 +501,51 @@ func TestRunChunksPackBudget(t *testing.T) {
 		t.Errorf("room for three chunks and the columns of a mix: %d loads, want fewer than the %d of none packed", some, none)
 	}
 }
+
+// TestRunChunksRemeasurePacked: a chunk's windows measured with too few
+// stages (the first chunk read lacks the last stage's rows, and the
+// trace's metadata names no stage count) are measured again once every
+// chunk is read, from packed chunks, which hold no FLOPs: the windows
+// keep the FLOPs measured at the first read, and the report is Run's.
+func TestRunChunksRemeasurePacked(t *testing.T) {
+	full := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 6, DP: 2, Steps: 2, OptMs: 1,
+		Jitter: 0.1, PeakFlops: 1e15, Seed: 4})
+	tr := &trace.Trace{Meta: full.Meta}
+	tr.Meta.PP = 0
+	for i := range full.Len() {
+		if full.Pipeline[i] != 0 || full.Stage[i] != 3 {
+			tr.AppendRows(full, i, i+1)
+		}
+	}
+	want, err := Run(tr, Options{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Utilization.Compute == nil {
+		t.Fatal("the trace's report has no compute factor: the test needs FLOPs")
+	}
+	pc := splitPipelines(tr, [][]int32{{0}, {1}})
+	ix, err := newChunkedIndex(pc, nil, Options{Step: AllSteps, PackBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.chunks[0].packed == nil || ix.chunks[0].packed.Columns().Has(trace.ColFlops) {
+		t.Fatal("chunk 0 is not packed without its FLOPs")
+	}
+	remeasured := 0
+	for _, g := range ix.windows {
+		if g.chunk == 0 && g.measuredP == 4 {
+			remeasured++
+		}
+	}
+	if remeasured == 0 {
+		t.Fatal("no window of chunk 0 was measured again with 4 stages")
+	}
+	got, err := RunChunks(splitPipelines(tr, [][]int32{{0}, {1}}), Options{Step: AllSteps, PackBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := reportDiff(want, got); d != "" {
+		t.Fatalf("reports differ:\n%s", d)
+	}
+}

@@ -44,7 +44,8 @@ type Packed struct {
 	Meta   Meta
 	n      int
 	blocks []packedBlock
-	held   int64 // bytes allocated for the blocks' data (slabs included)
+	held   int64     // bytes allocated for the blocks' data (slabs included)
+	cols   ColumnSet // the columns held (PackColumns)
 }
 
 // PackBlockRows is the number of rows of a block of a Packed.
@@ -116,7 +117,7 @@ func (p *Packed) Bytes() int64 {
 // Blocks are packed on every core.
 func Pack(t *Trace) *Packed {
 	n := t.Len()
-	return packInto(t, newSlabs(n))
+	return packInto(t, newSlabs(n), AllColumns)
 }
 
 // A Packer packs traces one after another into slabs they share: the
@@ -132,18 +133,29 @@ type Packer struct{ sl *slabs }
 func NewPacker(rows int) *Packer { return &Packer{sl: newSlabs(rows)} }
 
 // Pack returns t packed. t is not changed.
-func (pk *Packer) Pack(t *Trace) *Packed { return packInto(t, pk.sl) }
+func (pk *Packer) Pack(t *Trace) *Packed { return packInto(t, pk.sl, AllColumns) }
 
-// packInto is Pack with the blocks' data in sl; the Packed holds what sl
-// allocated for it.
-func packInto(t *Trace, sl *slabs) *Packed {
+// PackColumns is Pack of the columns in cols only, for a reader that will
+// never unpack the others (analyze's visits read no FLOPs and no process
+// groups): Unpack and UnpackColumns leave the columns not held empty, as
+// UnpackColumns does those not asked for. Rank is always held, and so is
+// the column another one is stored against (the start time for the
+// issue and end times).
+func (pk *Packer) PackColumns(t *Trace, cols ColumnSet) *Packed {
+	return packInto(t, pk.sl, cols)
+}
+
+// packInto packs the columns cols of t with the blocks' data in sl; the
+// Packed holds what sl allocated for it.
+func packInto(t *Trace, sl *slabs, cols ColumnSet) *Packed {
 	n := t.Len()
-	p := &Packed{Meta: t.Meta, n: n, blocks: make([]packedBlock, (n+PackBlockRows-1)/PackBlockRows)}
+	cols = withRefs(cols)
+	p := &Packed{Meta: t.Meta, n: n, blocks: make([]packedBlock, (n+PackBlockRows-1)/PackBlockRows), cols: cols}
 	before := sl.held
 	parallelBlocks(len(p.blocks), func(b int) {
 		lo := b * PackBlockRows
 		hi := min(lo+PackBlockRows, n)
-		p.blocks[b] = packBlock(t, lo, hi, sl)
+		p.blocks[b] = packBlock(t, lo, hi, sl, cols)
 	})
 	p.held = sl.held - before
 	return p
@@ -184,10 +196,7 @@ func (p *Packed) UnpackColumns(dst *Trace, cols ColumnSet) *Trace {
 	if dst == nil {
 		dst = &Trace{}
 	}
-	cols |= ColumnsOf(ColRank)
-	if cols.Has(ColIssueNs) || cols.Has(ColEndNs) {
-		cols |= ColumnsOf(ColStartNs)
-	}
+	cols = withRefs(cols) & p.cols
 	n := p.n
 	dst.Meta = p.Meta
 	dst.Rank = resizeIf(dst.Rank, n, true)
@@ -217,6 +226,20 @@ func (p *Packed) UnpackColumns(dst *Trace, cols ColumnSet) *Trace {
 		p.blocks[b].unpack(dst, lo, hi, cols)
 	})
 	return dst
+}
+
+// Columns returns the columns p holds (every column unless packed by
+// PackColumns).
+func (p *Packed) Columns() ColumnSet { return p.cols }
+
+// withRefs is cols with the rank column and the columns those in cols are
+// stored against.
+func withRefs(cols ColumnSet) ColumnSet {
+	cols |= ColumnsOf(ColRank)
+	if cols.Has(ColIssueNs) || cols.Has(ColEndNs) {
+		cols |= ColumnsOf(ColStartNs)
+	}
+	return cols
 }
 
 // resizeIf is resize(s, n) when want, else s emptied (its capacity kept).
@@ -288,34 +311,77 @@ var packScratchPool = sync.Pool{New: func() any {
 	return &packScratch{buf: make([]byte, 0, NumColumns*8*PackBlockRows), dict: dictScratch{dict: make([]int64, 0, 256)}}
 }}
 
-// packBlock packs rows [lo, hi) of t.
-func packBlock(t *Trace, lo, hi int, sl *slabs) packedBlock {
+// packBlock packs rows [lo, hi) of t's columns cols (the others' headers
+// are left zero).
+func packBlock(t *Trace, lo, hi int, sl *slabs, cols ColumnSet) packedBlock {
 	var blk packedBlock
 	ps := packScratchPool.Get().(*packScratch)
 	defer packScratchPool.Put(ps)
 	buf := ps.buf[:0]
 	h := &blk.hdr
-	h[ColRank], buf = encodeInts(t.Rank[lo:hi], nil, false, ps, buf)
-	h[ColPipeline], buf = encodeInts(t.Pipeline[lo:hi], nil, false, ps, buf)
-	h[ColStage], buf = encodeInts(t.Stage[lo:hi], nil, false, ps, buf)
-	h[ColTPRank], buf = encodeInts(t.TPRank[lo:hi], nil, false, ps, buf)
-	h[ColChunk], buf = encodeInts(t.Chunk[lo:hi], nil, false, ps, buf)
-	h[ColStep], buf = encodeInts(t.Step[lo:hi], nil, true, ps, buf)
-	h[ColMicroBatch], buf = encodeInts(t.MicroBatch[lo:hi], nil, false, ps, buf)
-	h[ColKind], buf = encodeInts(t.Kind[lo:hi], nil, false, ps, buf)
-	h[ColSeq], buf = encodeInts(t.Seq[lo:hi], nil, true, ps, buf)
-	h[ColStartNs], buf = encodeInts(t.StartNs[lo:hi], nil, true, ps, buf)
-	h[ColIssueNs], buf = encodeInts(t.IssueNs[lo:hi], t.StartNs[lo:hi], false, ps, buf)
-	h[ColEndNs], buf = encodeInts(t.EndNs[lo:hi], t.StartNs[lo:hi], false, ps, buf)
-	h[ColPeer], buf = encodeInts(t.Peer[lo:hi], t.Rank[lo:hi], false, ps, buf)
-	h[ColBytes], buf = encodeInts(t.Bytes[lo:hi], nil, false, ps, buf)
-	h[ColTokens], buf = encodeInts(t.Tokens[lo:hi], nil, false, ps, buf)
-	h[ColFlops], buf = encodeInts(asInt64(t.Flops[lo:hi]), nil, false, ps, buf)
-	h[ColMemBytes], buf = encodeInts(t.MemBytes[lo:hi], nil, true, ps, buf)
-	h[ColGroupSeq], buf = encodeInts(t.GroupSeq[lo:hi], nil, true, ps, buf)
-	h[ColShape], buf = encodeInts(t.Shape[lo:hi], nil, false, ps, buf)
-	h[ColDtype], buf = encodeInts(t.Dtype[lo:hi], nil, false, ps, buf)
-	h[ColGroup], buf = encodeInts(t.Group[lo:hi], nil, false, ps, buf)
+	if cols.Has(ColRank) {
+		h[ColRank], buf = encodeInts(t.Rank[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColPipeline) {
+		h[ColPipeline], buf = encodeInts(t.Pipeline[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColStage) {
+		h[ColStage], buf = encodeInts(t.Stage[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColTPRank) {
+		h[ColTPRank], buf = encodeInts(t.TPRank[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColChunk) {
+		h[ColChunk], buf = encodeInts(t.Chunk[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColStep) {
+		h[ColStep], buf = encodeInts(t.Step[lo:hi], nil, true, ps, buf)
+	}
+	if cols.Has(ColMicroBatch) {
+		h[ColMicroBatch], buf = encodeInts(t.MicroBatch[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColKind) {
+		h[ColKind], buf = encodeInts(t.Kind[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColSeq) {
+		h[ColSeq], buf = encodeInts(t.Seq[lo:hi], nil, true, ps, buf)
+	}
+	if cols.Has(ColStartNs) {
+		h[ColStartNs], buf = encodeInts(t.StartNs[lo:hi], nil, true, ps, buf)
+	}
+	if cols.Has(ColIssueNs) {
+		h[ColIssueNs], buf = encodeInts(t.IssueNs[lo:hi], t.StartNs[lo:hi], false, ps, buf)
+	}
+	if cols.Has(ColEndNs) {
+		h[ColEndNs], buf = encodeInts(t.EndNs[lo:hi], t.StartNs[lo:hi], false, ps, buf)
+	}
+	if cols.Has(ColPeer) {
+		h[ColPeer], buf = encodeInts(t.Peer[lo:hi], t.Rank[lo:hi], false, ps, buf)
+	}
+	if cols.Has(ColBytes) {
+		h[ColBytes], buf = encodeInts(t.Bytes[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColTokens) {
+		h[ColTokens], buf = encodeInts(t.Tokens[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColFlops) {
+		h[ColFlops], buf = encodeInts(asInt64(t.Flops[lo:hi]), nil, false, ps, buf)
+	}
+	if cols.Has(ColMemBytes) {
+		h[ColMemBytes], buf = encodeInts(t.MemBytes[lo:hi], nil, true, ps, buf)
+	}
+	if cols.Has(ColGroupSeq) {
+		h[ColGroupSeq], buf = encodeInts(t.GroupSeq[lo:hi], nil, true, ps, buf)
+	}
+	if cols.Has(ColShape) {
+		h[ColShape], buf = encodeInts(t.Shape[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColDtype) {
+		h[ColDtype], buf = encodeInts(t.Dtype[lo:hi], nil, false, ps, buf)
+	}
+	if cols.Has(ColGroup) {
+		h[ColGroup], buf = encodeInts(t.Group[lo:hi], nil, false, ps, buf)
+	}
 	blk.data = sl.copy(buf)
 	return blk
 }

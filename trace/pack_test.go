@@ -345,12 +345,27 @@ func BenchmarkUnpack(b *testing.B) {
 // TestUnpackColumns unpacks random sets of columns into columns that held
 // another trace: those asked for (and those they are stored against) are
 // the trace's, the others are empty.
+//
+// Odd trials pack only some columns (PackColumns): a column not held is
+// left empty whether asked for or not, and the rank and start time (what
+// others are stored against) are held whatever the set.
 func TestUnpackColumns(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	for trial := range 60 {
 		n := rng.Intn(3 * PackBlockRows)
 		src := randomTrace(rng, n)
-		p := Pack(src)
+		p, held := Pack(src), AllColumns
+		if trial%2 == 1 {
+			packCols := ColumnSet(rng.Uint32()) & AllColumns
+			p = NewPacker(n).PackColumns(src, packCols)
+			held = packCols | ColumnsOf(ColRank)
+			if held.Has(ColIssueNs) || held.Has(ColEndNs) {
+				held |= ColumnsOf(ColStartNs)
+			}
+		}
+		if p.Columns() != held {
+			t.Fatalf("trial %d: holds columns %b, want %b", trial, p.Columns(), held)
+		}
 		cols := ColumnSet(rng.Uint32()) & AllColumns
 		if trial == 0 {
 			cols = 0
@@ -360,6 +375,7 @@ func TestUnpackColumns(t *testing.T) {
 		if want.Has(ColIssueNs) || want.Has(ColEndNs) {
 			want |= ColumnsOf(ColStartNs)
 		}
+		want &= held
 		sv, dv := reflect.ValueOf(src).Elem(), reflect.ValueOf(dst).Elem()
 		for c := range NumColumns {
 			s, d := sv.Field(c+1), dv.Field(c+1) // the columns follow Meta, in column order
@@ -483,7 +499,7 @@ func TestPackSlabs(t *testing.T) {
 	for trial := range 8 {
 		src := randomTrace(rng, 3*PackBlockRows+rng.Intn(6*PackBlockRows))
 		sl := &slabs{size: size}
-		p := packInto(src, sl)
+		p := packInto(src, sl, AllColumns)
 		if d := Diff(src, p.Unpack(nil)); d != "" {
 			t.Fatalf("trial %d: %s", trial, d)
 		}
