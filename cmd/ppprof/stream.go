@@ -30,20 +30,25 @@ const maxChunkRows = 1 << 20
 
 // Under --stream auto, analyze can also stream an input that fits in
 // memory when it holds at least autoStreamRows events (0: never) and its
-// files make at least autoStreamChunks chunks: for speed, not for memory.
+// files make at least autoStreamChunks chunks: for speed and memory.
 // From the fourth session to the tenth it did so from 16M events, when a
 // job of many pipeline replicas streamed faster than it read whole (24.7M
 // events: 5.1 s against 6.6). The fifth session made whole reads faster
-// (collections paused while the files are decoded, strings as ids) and
-// the rule was not measured again until the tenth: on the same 24.7M-event
-// trace, three pairs in turns, streamed (auto) 8.0-9.4 s, 13.6-15.2 s of
-// CPU, 0.73-0.76 GB; read whole 6.4-7.5 s, 8.6-10.1 s of CPU, 3.5 GB
-// (docs/performance-history.md "Before and after the tenth session"). Streaming
-// costs the packing of every chunk, which a trace that fits does not need,
-// so auto now streams for memory only (and for one step of several Arrow
-// files, plan.oneStep). Variables for the tests, which turn the rule on.
+// (collections paused while the files are decoded, strings as ids), and
+// in the tenth, on the same 24.7M-event trace, streamed (auto) took
+// 8.0-9.4 s, 13.6-15.2 s of CPU, 0.73-0.76 GB; read whole 6.4-7.5 s,
+// 8.6-10.1 s of CPU, 3.5 GB: auto streamed for memory only from then.
+// Streaming has since cost less CPU (a replay reused from window to
+// window, chunks packed without the columns no pass reads, into shared
+// huge-page slabs): in the twenty-second session, three pairs in turns,
+// 24.7M events streamed 4.2-4.4 s, 7.8-8.1 s of CPU, 0.54 GB against
+// 5.3-6.5 s, 9.5-11.6 s of CPU, 3.46 GB whole; 12.3M events 2.1-2.2 s
+// against 2.2-2.9 s; 6.0M events 1.16-1.22 s against 0.97-1.10 s
+// (docs/performance-history.md "Before and after the twenty-second
+// session"). So the rule is back, from 16M events. Variables for the
+// tests.
 var (
-	autoStreamRows   int64 = 0
+	autoStreamRows   int64 = 16_000_000
 	autoStreamChunks       = 4
 )
 
@@ -71,7 +76,7 @@ type streamPlan struct {
 // from Arrow headers, ingest.CountRows) would need more than half the
 // memory (--max-memory, else the machine's RAM) analysed whole. Chunks are
 // a tenth of that memory's worth of events, at most maxChunkRows; up to
-// two fifths of it hold chunks packed between passes (trace.Pack, 16-18
+// two fifths of it hold chunks packed between passes (trace.Packer, 11-12
 // bytes per event) together with the lists the medians keep (12 bytes a
 // compute op): a fleet job of up to about memory/60 events is read once.
 //
@@ -145,6 +150,9 @@ func planStreamFor(paths []string, mode, maxMemory string, maps bool, perEvent i
 		}
 		// Counted only as far as the decision needs: a fleet trace many
 		// times the memory is streamed after its first few hundred files.
+		// (Counted to the memory's worth even when autoStreamRows would
+		// decide sooner: a streamed plan that is only optional is not cut
+		// between steps and may be read whole after all.)
 		rows, exact, err := ingest.CountRowsOver(paths, ram/2/perEvent)
 		if err != nil {
 			return p, nil // Open says what is wrong
