@@ -120,7 +120,7 @@ func analyzeWhole(opts *analyzeOptions, step int64) (*analyze.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
+	onPass, bar := analyzeProgress(opts.stderr, opts.quiet, false)
 	defer bar.done()
 	rep, err := analyze.Run(res.Trace, analyze.Options{Step: step, Progress: onPass})
 	if err != nil {

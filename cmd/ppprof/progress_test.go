@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/sim"
 )
 
 // TestProgressOnlyOnTerminals checks that the bar is off for buffers,
@@ -101,6 +104,64 @@ func TestProgressWithin(t *testing.T) {
 // TestProgressIdle: a bar whose work stops reporting is drawn again (its
 // elapsed time counting) without an update: first once it is due, when
 // its first update came before, then every progressIdle; not after done.
+// TestProgressWeights: with weights, the bar fills by each step's share
+// (worked out by hand below), within a step by its share times how far
+// into it; the analysis bars' weights cover their steps and add up to 1.
+func TestProgressWeights(t *testing.T) {
+	var out bytes.Buffer
+	on, p := stepsProgress(nil, true, "analyzing", "passes")
+	p.w, p.minShow = &out, 0
+	p.weights = []float64{0.6, 0.3, 0.1}
+	defer p.done()
+	last := func() string {
+		s := lockedLine(p, &out)
+		return s[strings.LastIndex(s, "\r"):]
+	}
+	on(0, 3, "windows")
+	p.last = time.Time{}
+	p.within(1, 4) // 0.6 / 4
+	if l := last(); !strings.Contains(l, "[===                     ]  15% 0/3 passes") {
+		t.Errorf("a quarter into the first step: %q", l)
+	}
+	p.last = time.Time{}
+	on(1, 3, "stages")
+	p.last = time.Time{}
+	p.within(1, 2) // 0.6 + 0.3 / 2
+	if l := last(); !strings.Contains(l, "[==================      ]  75% 1/3 passes") {
+		t.Errorf("half-way into the second step: %q", l)
+	}
+	p.last = time.Time{}
+	on(2, 3, "schedule")
+	if l := last(); !strings.Contains(l, " 90% 2/3 passes") {
+		t.Errorf("the third step: %q", l)
+	}
+	// Weights that do not cover the steps are not used.
+	p.weights = []float64{0.6, 0.4}
+	p.last = time.Time{}
+	on(1, 3, "stages")
+	if l := last(); !strings.Contains(l, " 33% 1/3 passes") {
+		t.Errorf("weights for 2 of 3 steps: %q", l)
+	}
+	// As many as analyze.Run reports steps.
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, Steps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	if _, err := analyze.Run(tr, analyze.Options{Step: analyze.AllSteps, Progress: func(_, total int, _ string) { steps = total }}); err != nil {
+		t.Fatal(err)
+	}
+	for _, streamed := range []bool{false, true} {
+		w, sum := passWeights(streamed), 0.0
+		for _, x := range w {
+			sum += x
+		}
+		if len(w) != steps || sum < 0.999 || sum > 1.001 {
+			t.Errorf("streamed %v: %d weights adding up to %v, want %d (analyze.Run's steps) adding up to 1", streamed, len(w), sum, steps)
+		}
+	}
+}
+
 func TestProgressIdle(t *testing.T) {
 	var out bytes.Buffer
 	p := &progress{w: &out, label: "analyzing", unit: "passes", total: 6, start: time.Now(), minShow: 50 * time.Millisecond}

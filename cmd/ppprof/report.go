@@ -158,7 +158,7 @@ func reportWhole(opts *reportOptions, step int64) (reportInput, error) {
 		return reportInput{}, err
 	}
 	t := res.Trace
-	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
+	onPass, bar := analyzeProgress(opts.stderr, opts.quiet, false)
 	rep, err := analyze.Run(t, analyze.Options{Step: step, Progress: onPass})
 	bar.done()
 	if err != nil {

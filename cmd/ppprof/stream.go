@@ -223,7 +223,7 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 	// 2x; the packed chunks are not scanned (no pointers but their
 	// dictionaries), so collections stay cheap.
 	defer debug.SetGCPercent(debug.SetGCPercent(25))
-	onPass, bar := analyzeProgress(opts.stderr, opts.quiet)
+	onPass, bar := analyzeProgress(opts.stderr, opts.quiet, true)
 	defer bar.done()
 	rep, err := analyze.RunChunks(ch, analyze.Options{Step: step, Progress: onPass, ChunkProgress: bar.within, PackBytes: plan.packBytes})
 	if err != nil {
