@@ -101,9 +101,6 @@ func TestProgressWithin(t *testing.T) {
 	}
 }
 
-// TestProgressIdle: a bar whose work stops reporting is drawn again (its
-// elapsed time counting) without an update: first once it is due, when
-// its first update came before, then every progressIdle; not after done.
 // TestProgressWeights: with weights, the bar fills by each step's share
 // (worked out by hand below), within a step by its share times how far
 // into it; the analysis bars' weights cover their steps and add up to 1.
@@ -162,6 +159,9 @@ func TestProgressWeights(t *testing.T) {
 	}
 }
 
+// TestProgressIdle: a bar whose work stops reporting is drawn again (its
+// elapsed time counting) without an update: first once it is due, when
+// its first update came before, then every progressIdle; not after done.
 func TestProgressIdle(t *testing.T) {
 	var out bytes.Buffer
 	p := &progress{w: &out, label: "analyzing", unit: "passes", total: 6, start: time.Now(), minShow: 50 * time.Millisecond}
