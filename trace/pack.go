@@ -593,24 +593,55 @@ func patchedEncoding[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bo
 	// Rows by bit length of a - lo and of |a - mid|: a row fits w bits
 	// above lo when its bit length is w or less, around mid when w-1 or
 	// less.
-	var above, around [65]int32
+	// Four histograms of each, row i in histogram i%4: neighbouring rows
+	// most often have the same bit length, and counting them all in one
+	// counter would chain every increment to the one before (a load
+	// waiting on the store before it).
+	var ab, ar [4][65]int32
+	i := first
 	switch enc {
 	case encDelta:
-		for i := 1; i < n; i++ {
-			tally(int64(v[i])-int64(v[i-1]), lo, mid, &above, &around)
+		for ; i+4 <= n; i += 4 {
+			w := v[i-1 : i+4 : i+4]
+			tally(int64(w[1])-int64(w[0]), lo, mid, &ab[0], &ar[0])
+			tally(int64(w[2])-int64(w[1]), lo, mid, &ab[1], &ar[1])
+			tally(int64(w[3])-int64(w[2]), lo, mid, &ab[2], &ar[2])
+			tally(int64(w[4])-int64(w[3]), lo, mid, &ab[3], &ar[3])
+		}
+		for ; i < n; i++ {
+			tally(int64(v[i])-int64(v[i-1]), lo, mid, &ab[0], &ar[0])
 		}
 	case encRef:
-		for i, a := range v {
-			tally(int64(a)-int64(ref[i]), lo, mid, &above, &around)
+		for ; i+4 <= n; i += 4 {
+			w, r := v[i:i+4:i+4], ref[i:i+4:i+4]
+			tally(int64(w[0])-int64(r[0]), lo, mid, &ab[0], &ar[0])
+			tally(int64(w[1])-int64(r[1]), lo, mid, &ab[1], &ar[1])
+			tally(int64(w[2])-int64(r[2]), lo, mid, &ab[2], &ar[2])
+			tally(int64(w[3])-int64(r[3]), lo, mid, &ab[3], &ar[3])
+		}
+		for ; i < n; i++ {
+			tally(int64(v[i])-int64(ref[i]), lo, mid, &ab[0], &ar[0])
 		}
 	default:
-		for _, a := range v {
-			tally(int64(a), lo, mid, &above, &around)
+		for ; i+4 <= n; i += 4 {
+			w := v[i : i+4 : i+4]
+			tally(int64(w[0]), lo, mid, &ab[0], &ar[0])
+			tally(int64(w[1]), lo, mid, &ab[1], &ar[1])
+			tally(int64(w[2]), lo, mid, &ab[2], &ar[2])
+			tally(int64(w[3]), lo, mid, &ab[3], &ar[3])
+		}
+		for ; i < n; i++ {
+			tally(int64(v[i]), lo, mid, &ab[0], &ar[0])
 		}
 	}
-	for b := 1; b < len(above); b++ { // now rows of bit length b or less
-		above[b] += above[b-1]
-		around[b] += around[b-1]
+	var above, around [65]int32
+	for b := range above { // then rows of bit length b or less
+		above[b] = ab[0][b] + ab[1][b] + ab[2][b] + ab[3][b]
+		around[b] = ar[0][b] + ar[1][b] + ar[2][b] + ar[3][b]
+		if b > 0 {
+			above[b] += above[b-1]
+			around[b] += around[b-1]
+		}
 	}
 	m := n - first
 	bestCost := payload(n, best.width)
