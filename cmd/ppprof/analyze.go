@@ -45,7 +45,7 @@ and per-stage and per-step tables. Definitions: README "The numbers".`,
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")
 	cmd.Flags().StringArrayVar(&opts.failOn, "fail-on", nil, "exit 3 when a threshold is crossed, e.g. 'bubble>0.3', 'balance<0.9', 'mfu<0.4', 'step_ms>1200' (repeatable)")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
-	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "read the input a few pipeline replicas at a time (for traces larger than memory): auto, always or never")
+	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "read the input a few pipeline replicas at a time (for traces larger than memory; auto also streams Arrow files of 16M events or more in 4+ chunks): auto, always or never")
 	cmd.Flags().StringVar(&opts.memory, "max-memory", "", "memory the analysis may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	addMapFlag(cmd, &opts.maps)
 	return cmd
