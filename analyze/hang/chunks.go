@@ -112,6 +112,12 @@ type keptRows struct {
 }
 
 func (k *keptRows) add(t *trace.Trace, i int, key rowKey) {
+	if n := k.t.Len(); n == cap(k.t.Rank) {
+		// Doubling, each column at once and in huge pages once large
+		// (trace.Grow): a dump missing ranks keeps every op waiting for
+		// them, millions of rows appended one at a time.
+		k.t.Grow(max(n, 1024))
+	}
 	k.t.AppendRows(t, i, i+1)
 	k.keys = append(k.keys, key)
 }
