@@ -257,14 +257,14 @@ func analyzeProgress(stderr io.Writer, quiet, streamed bool) (func(done, total i
 // steps (windows, stages, schedule, replay, findings, done) for a trace
 // read whole or streamed, as measured on the 24.7M-event fleet trace
 // (twenty-second session, docs/performance.md "Progress"): read whole,
-// the windows are grouped before the first step is reported (0.9 s) and
-// the three visits take 1.3, 0.9 and 1.3 s; streamed, the first step
-// reads and packs every chunk (1.9 s), the visits take 0.7, 0.4 and 0.9.
+// grouping and measuring the windows takes 0.9 s and the three visits
+// 1.3, 0.9 and 1.3 s; streamed, the first step reads and packs every
+// chunk (1.9 s), the visits take 0.7, 0.4 and 0.9.
 func passWeights(streamed bool) []float64 {
 	if streamed {
 		return []float64{0.48, 0.18, 0.11, 0.23, 0, 0}
 	}
-	return []float64{0, 0.36, 0.26, 0.37, 0.01, 0}
+	return []float64{0.20, 0.29, 0.21, 0.30, 0, 0}
 }
 
 // countProgress is stepsProgress for work that names no step (hang.Run's
