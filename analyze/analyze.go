@@ -208,6 +208,17 @@ func run(ix *index, opt Options) (rep *Report, err error) {
 	return rep, err
 }
 
+// reportChunk tells ChunkProgress and Progress that step done, the pass
+// named pass, starts on chunk c of n.
+func (opt Options) reportChunk(done int, pass string, c, n int) {
+	if opt.ChunkProgress != nil {
+		opt.ChunkProgress(c, n)
+	}
+	if opt.Progress != nil {
+		opt.Progress(done, numPasses, fmt.Sprintf("%s (chunk %d/%d)", pass, c+1, n))
+	}
+}
+
 func runPasses(ix *index, opt Options) (*Report, error) {
 	done := 0
 	current := ""
@@ -220,14 +231,7 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 	}
 	if (opt.Progress != nil || opt.ChunkProgress != nil) && len(ix.chunks) > 1 {
 		// Passes that read chunks say which.
-		ix.onChunk = func(c, n int) {
-			if opt.ChunkProgress != nil {
-				opt.ChunkProgress(c, n)
-			}
-			if opt.Progress != nil {
-				opt.Progress(done-1, numPasses, fmt.Sprintf("%s (chunk %d/%d)", current, c+1, n))
-			}
-		}
+		ix.onChunk = func(c, n int) { opt.reportChunk(done-1, current, c, n) }
 		defer func() { ix.onChunk = nil }()
 	}
 	pass("windows")

@@ -200,11 +200,8 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 	compute := 0 // F, B and W rows of the chunks read so far
 	var scratch []measureScratch
 	for c := range ix.chunks {
-		if opt.ChunkProgress != nil && len(ix.chunks) > 1 {
-			opt.ChunkProgress(c, len(ix.chunks))
-		}
-		if opt.Progress != nil && len(ix.chunks) > 1 {
-			opt.Progress(0, numPasses, fmt.Sprintf("windows (chunk %d/%d)", c+1, len(ix.chunks)))
+		if len(ix.chunks) > 1 {
+			opt.reportChunk(0, "windows", c, len(ix.chunks))
 		}
 		t, shape, err := ix.readChunk(c)
 		if err != nil {
