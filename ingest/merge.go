@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/ppprof/ppprof/internal/hugepage"
 	"github.com/ppprof/ppprof/trace"
 	"github.com/ppprof/ppprof/trace/arrowv1"
 )
@@ -188,6 +189,11 @@ func mergeCol[T any](m *colMerger, col func(*trace.Trace) *[]T) []T {
 		m.freed = 0
 	}
 	out := make([]T, m.n)
+	// Huge pages for the merged column, asked before the copies first
+	// touch it: its pages are all fresh (the parts' freed columns are
+	// scattered small spans, handed back above), and a fresh 4 KiB page
+	// costs a fault of its own (internal/hugepage).
+	hugepage.Slice(out)
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(m.parts)))
 	var wg sync.WaitGroup
 	first := 0
