@@ -797,8 +797,17 @@ func spans[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, delta bool) (lo, hi, dl
 	n := len(v)
 	lo, hi = int64(v[0]), int64(v[0])
 	if !delta || n < 2 {
-		lo1, hi1, lo2, hi2, lo3, hi3 := lo, hi, lo, hi, lo, hi
+		// A column that holds one value throughout the block (a rank
+		// file's rank, pipeline, stage and TP rank) is told by a compare
+		// a row; any other stops this at its first change.
 		i := 1
+		for i < n && v[i] == v[0] {
+			i++
+		}
+		if i == n {
+			return lo, hi, 0, 0
+		}
+		lo1, hi1, lo2, hi2, lo3, hi3 := lo, hi, lo, hi, lo, hi
 		for ; i+4 <= n; i += 4 {
 			w := v[i : i+4 : i+4]
 			a, b, c, d := int64(w[0]), int64(w[1]), int64(w[2]), int64(w[3])
