@@ -609,3 +609,63 @@ func TestPacker(t *testing.T) {
 		t.Error("no trace's block follows the block of the trace packed before it in a slab")
 	}
 }
+
+// TestSpans checks spans against the least and greatest values and
+// deltas found one row at a time: on columns of one value throughout
+// (its shortcut), counters by d (wrapping past the ends or not, d up to
+// the extremes), the same with a change in the last row, random words.
+func TestSpans(t *testing.T) {
+	slow := func(v []int64, delta bool) (lo, hi, dlo, dhi int64) {
+		lo, hi = v[0], v[0]
+		for _, x := range v {
+			lo, hi = min(lo, x), max(hi, x)
+		}
+		if !delta || len(v) < 2 {
+			return lo, hi, 0, 0
+		}
+		dlo, dhi = v[1]-v[0], v[1]-v[0]
+		for i := 1; i < len(v); i++ {
+			d := v[i] - v[i-1] // wraps, as spans' do
+			dlo, dhi = min(dlo, d), max(dhi, d)
+		}
+		return lo, hi, dlo, dhi
+	}
+	rng := rand.New(rand.NewSource(7))
+	starts := []int64{0, -5, 1 << 40, math.MaxInt64 - 3, math.MinInt64 + 3, math.MaxInt64, math.MinInt64}
+	steps := []int64{0, 1, -1, 7, 1 << 20, math.MaxInt64 / 3, math.MaxInt64 / 2, math.MaxInt64, math.MinInt64, -(math.MaxInt64 / 4), 1 << 62}
+	check := func(v []int64, what string) {
+		t.Helper()
+		for _, delta := range []bool{false, true} {
+			lo, hi, dlo, dhi := spans(v, delta)
+			wlo, whi, wdlo, wdhi := slow(v, delta)
+			if lo != wlo || hi != whi || dlo != wdlo || dhi != wdhi {
+				t.Fatalf("%s, %d rows, delta %v: spans %d %d %d %d, want %d %d %d %d", what, len(v), delta, lo, hi, dlo, dhi, wlo, whi, wdlo, wdhi)
+			}
+		}
+	}
+	for _, n := range []int{1, 2, 3, 5, 8, 9, 100, PackBlockRows} {
+		for _, s := range starts {
+			for _, d := range steps {
+				v := make([]int64, n)
+				for i := range v {
+					v[i] = s + int64(i)*d // wraps past the ends for some
+				}
+				check(v, fmt.Sprintf("start %d step %d", s, d))
+				if n > 2 {
+					v[n-1] += 1 + int64(rng.Intn(3))
+					check(v, fmt.Sprintf("start %d step %d, last row off", s, d))
+				}
+			}
+		}
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = int64(rng.Uint64())
+		}
+		check(v, "random words")
+	}
+	// The narrower types convert without wrapping.
+	v32 := []int32{math.MaxInt32 - 2, math.MaxInt32 - 1, math.MaxInt32}
+	if lo, hi, dlo, dhi := spans(v32, true); lo != math.MaxInt32-2 || hi != math.MaxInt32 || dlo != 1 || dhi != 1 {
+		t.Fatalf("int32 counter: %d %d %d %d", lo, hi, dlo, dhi)
+	}
+}
