@@ -32,7 +32,7 @@ func BenchmarkFRPickle(b *testing.B) {
 		{"fr", loadFRPickle},
 		{"plain", loadPickle},
 		{"read", func(d []byte) (any, error) { // the whole reader: decoded, then rows
-			return readFlightRecorder("_dump_40", d, false, nil)
+			return readFlightRecorder("_dump_40", d, false, nil, nil)
 		}},
 		{"generic", func(d []byte) (any, error) {
 			if err := checkPickle(d); err != nil {

@@ -433,7 +433,13 @@ func FirstFormat(paths []string) Format {
 	if err != nil || len(inputs) == 0 {
 		return FormatUnknown
 	}
-	f, err := os.Open(inputs[0].path)
+	return sniffFile(inputs[0].path)
+}
+
+// sniffFile is the format of the file at path by its first bytes
+// (FormatUnknown when it cannot be read).
+func sniffFile(path string) Format {
+	f, err := os.Open(path)
 	if err != nil {
 		return FormatUnknown
 	}

@@ -67,6 +67,9 @@ type readOpts struct {
 	// lists: the rank lists of the Flight Recorder dumps read so far, by
 	// their text (nil: each dump parses its own).
 	lists *rankLists
+	// arena: where the Flight Recorder dumps' rows go, for a whole read
+	// of many (nil: each part's columns allocated on their own).
+	arena *trace.ColumnArena
 }
 
 func readFileOpts(path string, opt readOpts) (*trace.Trace, FileInfo, []Warning, error) {
@@ -416,7 +419,7 @@ func readData(path string, data []byte, opt readOpts) (*part, error) {
 		if f.isChrome() {
 			q, err = readChrome(path, bytes.NewReader(data), f, opt)
 		} else {
-			q, err = readFlightRecorder(path, data, f == FormatFRJSON, opt.lists)
+			q, err = readFlightRecorder(path, data, f == FormatFRJSON, opt.lists, opt.arena)
 		}
 		if err == nil {
 			q.warns = append(p.warns, q.warns...)

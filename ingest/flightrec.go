@@ -79,7 +79,7 @@ func frJSONKeys(keys map[string]bool) bool {
 }
 
 // readFlightRecorder reads one dump (pickle, or JSON when isJSON).
-func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists) (*part, error) {
+func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists, arena *trace.ColumnArena) (*part, error) {
 	var root map[string]any
 	if isJSON {
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -215,7 +215,7 @@ func readFlightRecorder(path string, data []byte, isJSON bool, lists *rankLists)
 		NCCL: asString(root["nccl_version"]), Entries: len(entries), PGStatus: status, StageFrom: stageFrom}}
 
 	// 3. Entries.
-	var rows rowSet
+	rows := rowSet{arena: arena}
 	rows.grow(len(entries))
 	var noPeer, unknownTime int
 	unknown := counter{}

@@ -85,7 +85,7 @@ func FuzzReadFlightRecorder(f *testing.F) {
 	f.Add([]byte(`{"version": "2.9", "pg_config": {"7": {"desc": "PIPELINE_MODEL_PARALLEL_GROUP", "ranks": [1, 3]}}, "entries": [{"record_id": 1, "process_group": ["7", ""], "profiling_name": "nccl:recv 1<-0", "time_created_ns": 5, "state": "started", "is_p2p": true, "input_sizes": [[2]], "input_dtypes": ["Float"]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, js := range []bool{false, true} {
-			p, err := readFlightRecorder("_dump_3", data, js, nil)
+			p, err := readFlightRecorder("_dump_3", data, js, nil, nil)
 			if err != nil && strings.Contains(err.Error(), "panic") {
 				t.Fatalf("reader panicked: %v", err)
 			}

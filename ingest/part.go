@@ -104,6 +104,7 @@ func (c counter) total() int {
 // order.
 type rowSet struct {
 	t        trace.Trace
+	arena    *trace.ColumnArena // where grow takes room (nil: the heap)
 	strs     trace.InternCache
 	unsorted bool  // some row was added before the one added last
 	pending  []int // rows of pending P2P rows, as added
@@ -111,7 +112,7 @@ type rowSet struct {
 }
 
 // grow makes room for n more rows.
-func (s *rowSet) grow(n int) { s.t.Grow(n) }
+func (s *rowSet) grow(n int) { s.t.GrowIn(n, s.arena) }
 
 func (s *rowSet) add(e trace.Event) {
 	if n := s.t.Len(); n > 0 && !s.unsorted {
