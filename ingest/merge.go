@@ -188,12 +188,11 @@ func mergeCol[T any](m *colMerger, col func(*trace.Trace) *[]T) []T {
 		debug.FreeOSMemory()
 		m.freed = 0
 	}
-	out := make([]T, m.n)
 	// Huge pages for the merged column, asked before the copies first
 	// touch it: its pages are all fresh (the parts' freed columns are
 	// scattered small spans, handed back above), and a fresh 4 KiB page
 	// costs a fault of its own (internal/hugepage).
-	hugepage.Slice(out)
+	out := hugepage.Make[T](m.n)
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(m.parts)))
 	var wg sync.WaitGroup
 	first := 0

@@ -68,13 +68,14 @@ func (s *arenaSlab[T]) grow(col []T, n, rows int) []T {
 	}
 	m := len(col) + n
 	size := int(unsafe.Sizeof(*new(T)))
-	elems := min(max(rows/4, arenaSlabMin/size), arenaSlabMax/size)
+	// Whole huge pages (hugepage.Make starts a slab on one).
+	bytes := min(max(rows/4*size, arenaSlabMin), arenaSlabMax)
+	elems := (bytes + hugepage.Size - 1) &^ (hugepage.Size - 1) / size
 	if m > elems/8 {
 		return grow(col, n)
 	}
 	if len(s.free) < m {
-		s.free = make([]T, elems)
-		hugepage.Slice(s.free)
+		s.free = hugepage.Make[T](elems)
 	}
 	// Capped at m: an append past it reallocates instead of writing
 	// over the next column cut from the slab.

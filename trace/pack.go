@@ -412,6 +412,8 @@ func newSlabs(rows int) *slabs {
 	if size < slabMin {
 		size = 0
 	}
+	// Whole huge pages (hugepage.Make starts a slab on one).
+	size = (size + hugepage.Size - 1) &^ (hugepage.Size - 1)
 	return &slabs{size: size}
 }
 
@@ -428,8 +430,7 @@ func (s *slabs) copy(b []byte) []byte {
 		return out
 	}
 	if len(s.cur) < n {
-		s.cur = make([]byte, s.size)
-		hugepage.Slice(s.cur)
+		s.cur = hugepage.Make[byte](s.size)
 		s.held += int64(s.size)
 	}
 	out := s.cur[:n:n]

@@ -95,11 +95,10 @@ func grow[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	out := make([]T, len(s), len(s)+n)
 	// Huge pages for a large column, asked before its first touch: on
 	// some machines a fresh small page costs 40x its share of a huge one
 	// (internal/hugepage).
-	hugepage.Slice(out)
+	out := hugepage.Make[T](len(s) + n)[:len(s)]
 	copy(out, s)
 	return out
 }

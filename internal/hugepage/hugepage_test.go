@@ -70,3 +70,42 @@ func TestAdviseSmall(t *testing.T) {
 	Slice(b)
 	Advise(unsafe.Pointer(&b[0]), 0)
 }
+
+// TestMake checks that Make's slices start on a huge-page boundary when
+// large (all their whole huge pages advised), hold n zeroed elements with
+// no room past them, and that small ones are plain.
+func TestMake(t *testing.T) {
+	if !Enabled {
+		t.Skip("turned off by the environment")
+	}
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skipf("a kernel without transparent huge pages: %v", err)
+	}
+	for _, n := range []int{MinBytes / 8, 3 * Size / 8, MinBytes/8 + 5} {
+		s := Make[int64](n)
+		if len(s) != n || cap(s) != n {
+			t.Fatalf("Make(%d): len %d cap %d", n, len(s), cap(s))
+		}
+		p := uintptr(unsafe.Pointer(&s[0]))
+		if p%Size != 0 {
+			t.Fatalf("Make(%d) starts at %#x, not on a huge page", n, p)
+		}
+		for _, a := range []uintptr{p, p + Size} {
+			if !slices.Contains(vmFlags(t, a), "hg") {
+				t.Fatalf("Make(%d): %#x not advised: %v", n, a, vmFlags(t, a))
+			}
+		}
+		for i, v := range s {
+			if v != 0 {
+				t.Fatalf("Make(%d)[%d] = %d", n, i, v)
+			}
+		}
+		s[0], s[n-1] = 1, 2
+	}
+	if s := Make[int64](10); len(s) != 10 || cap(s) != 10 {
+		t.Fatalf("small Make: len %d cap %d", len(s), cap(s))
+	}
+	if s := Make[[3]byte](MinBytes); len(s) != MinBytes {
+		t.Fatalf("Make of a size that does not divide a huge page: len %d", len(s))
+	}
+}
