@@ -141,31 +141,70 @@ func buildProfile(t *trace.Trace, sts []analyze.StageTime) *profile.Profile {
 		return l
 	}
 	kinds := map[trace.Kind]*profile.Location{}
+	// Samples of the same labels share one label map, and those of the
+	// same frames one stack (a busy op's F and B, a rank's idle causes):
+	// a fleet job's profile has millions of samples, and a map each was
+	// most of the time building it. The profile only reads them.
+	type labelKey struct {
+		step     int64
+		pipeline int32
+		stage    int
+		rank     trace.Rank
+		busy     bool
+		mb       trace.MicroBatch
+		chunk    int32
+	}
+	labels := map[labelKey]map[string][]string{}
+	type stackKey struct {
+		pipeline int32
+		stage    int
+		cause    analyze.Cause
+		kind     trace.Kind
+		mb       trace.MicroBatch
+	}
+	stacks := map[stackKey][]*profile.Location{}
 	samples := make([]profile.Sample, len(keys))
 	values := make([]int64, len(keys))
 	for i, k := range keys {
 		s := &samples[i]
 		values[i] = sums[k]
 		s.Value = values[i : i+1 : i+1]
-		s.Label = map[string][]string{"step": val(k.step), "pipeline": val(int64(k.pipeline)), "stage": val(int64(k.stage)), "rank": val(int64(k.rank))}
-		stack := make([]*profile.Location, 0, 4)
-		if k.cause == analyze.CauseBusy {
-			if k.mb >= 0 {
-				stack = append(stack, frame("mb", int64(k.mb)))
-				s.Label["microbatch"] = val(int64(k.mb))
-			}
-			kl, ok := kinds[k.kind]
-			if !ok {
-				kl = loc(k.kind.String())
-				kinds[k.kind] = kl
-			}
-			stack = append(stack, kl)
-			s.Label["chunk"] = val(int64(k.chunk))
-		} else {
-			stack = append(stack, loc(idleFrame[k.cause]))
+		busy := k.cause == analyze.CauseBusy
+		lk := labelKey{step: k.step, pipeline: k.pipeline, stage: k.stage, rank: k.rank, busy: busy, mb: trace.NoMicroBatch, chunk: -1}
+		sk := stackKey{pipeline: k.pipeline, stage: k.stage, cause: k.cause, mb: trace.NoMicroBatch}
+		if busy {
+			lk.mb, lk.chunk = k.mb, k.chunk
+			sk.kind, sk.mb = k.kind, k.mb
 		}
-		stack = append(stack, frame("stage", int64(k.stage)), frame("pipeline", int64(k.pipeline)))
-		s.Location = stack
+		if s.Label = labels[lk]; s.Label == nil {
+			s.Label = map[string][]string{"step": val(k.step), "pipeline": val(int64(k.pipeline)), "stage": val(int64(k.stage)), "rank": val(int64(k.rank))}
+			if busy {
+				if k.mb >= 0 {
+					s.Label["microbatch"] = val(int64(k.mb))
+				}
+				s.Label["chunk"] = val(int64(k.chunk))
+			}
+			labels[lk] = s.Label
+		}
+		if s.Location = stacks[sk]; s.Location == nil {
+			stack := make([]*profile.Location, 0, 4)
+			if busy {
+				if k.mb >= 0 {
+					stack = append(stack, frame("mb", int64(k.mb)))
+				}
+				kl, ok := kinds[k.kind]
+				if !ok {
+					kl = loc(k.kind.String())
+					kinds[k.kind] = kl
+				}
+				stack = append(stack, kl)
+			} else {
+				stack = append(stack, loc(idleFrame[k.cause]))
+			}
+			stack = append(stack, frame("stage", int64(k.stage)), frame("pipeline", int64(k.pipeline)))
+			s.Location = stack[:len(stack):len(stack)]
+			stacks[sk] = s.Location
+		}
 		p.Sample = append(p.Sample, s)
 	}
 	p.Comments = []string{"ppprof: wall time of every stage in every complete (step, pipeline) window: busy by op, idle by cause"}
