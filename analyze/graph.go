@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/ppprof/ppprof/internal/hugepage"
 	"github.com/ppprof/ppprof/trace"
 )
 
@@ -147,10 +148,12 @@ type graphMem struct {
 }
 
 // grown returns s with length n, reusing its array when large enough;
-// the contents are not cleared.
+// the contents are not cleared. A new large array is asked for huge
+// pages (hugepage.Make): a step graph of a fleet job is hundreds of MB
+// of fresh memory, and a fresh 4 KiB page costs a fault of its own.
 func grown[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]T, n)
+		return hugepage.Make[T](n)
 	}
 	return s[:n]
 }
