@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/ppprof/ppprof/internal/hugepage"
 	"github.com/ppprof/ppprof/trace"
 )
 
@@ -382,7 +383,7 @@ func (sc *sampleScratch) group(g *stepGraph, sb *stepBase) {
 		off[i+1] = off[i] + n
 		count[i] = off[i] // where the next duration of key i goes
 	}
-	durs := make([]int64, off[len(keys)])
+	durs := hugepage.Make[int64](int(off[len(keys)])) // kept per step: fresh memory (graph.go's grown)
 	for v, x := range id {
 		if x >= 0 {
 			durs[count[x]] = g.meas[v]
@@ -453,7 +454,7 @@ func baselinePass(ix *index, noDelays bool, mems *[]graphMem) []*stepBase {
 		for _, c := range g.class {
 			nRecv += b2i(c == ncRecv)
 		}
-		sb.xfers = make([]xferSample, 0, nRecv)
+		sb.xfers = hugepage.Make[xferSample](nRecv)[:0]
 		for v := range int32(g.numNodes()) {
 			if g.class[v] == ncRecv {
 				snd := g.row[g.other[v]]

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/ppprof/ppprof/internal/hugepage"
 	"github.com/ppprof/ppprof/schedule"
 	"github.com/ppprof/ppprof/trace"
 )
@@ -68,7 +69,7 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	// first appearance); grp holds each transfer's boundary group.
 	bidx := map[boundaryKey]int32{}
 	var bkeys []boundaryKey
-	grp := make([]int32, 0, n)
+	grp := hugepage.Make[int32](n)[:0]
 	var last boundaryKey
 	lastG := int32(-1)
 	for _, p := range xs {
@@ -116,7 +117,7 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 		}
 	}
 	dirOff[2] = at
-	ds, bs := make([]int64, n), make([]int64, n)
+	ds, bs := hugepage.Make[int64](n), hugepage.Make[int64](n)
 	next := slices.Clone(start)
 	j := 0
 	for _, p := range xs {

@@ -58,8 +58,9 @@ func Advise(p unsafe.Pointer, n uintptr) {
 
 // Make returns n zeroed Ts (length and capacity n) whose memory starts on
 // a huge-page boundary and is advised (Advise) before its first touch,
-// when they take MinBytes or more and T's size divides Size; else
-// make([]T, n). Go aligns a large allocation to its 8 KiB pages only, so
+// when they take MinBytes or more and T's size divides Size; when it
+// does not (a struct of 40 bytes), make([]T, n) advised (Slice): its
+// whole huge pages only; under MinBytes, make([]T, n). Go aligns a large allocation to its 8 KiB pages only, so
 // the memory before the first and after the last 2 MiB boundary inside a
 // slab (up to 4 MiB of it) stayed in 4 KiB pages, a fault each (half of a
 // 4 MiB slab at worst). Make allocates Size more than asked and starts at
@@ -69,8 +70,13 @@ func Advise(p unsafe.Pointer, n uintptr) {
 func Make[T any](n int) []T {
 	var z T
 	size := int(unsafe.Sizeof(z))
-	if !Enabled || size == 0 || Size%size != 0 || n*size < MinBytes {
+	if !Enabled || size == 0 || n*size < MinBytes {
 		return make([]T, n)
+	}
+	if Size%size != 0 {
+		s := make([]T, n)
+		Slice(s)
+		return s
 	}
 	extra := Size / size
 	s := make([]T, n+extra)

@@ -105,7 +105,12 @@ func TestMake(t *testing.T) {
 	if s := Make[int64](10); len(s) != 10 || cap(s) != 10 {
 		t.Fatalf("small Make: len %d cap %d", len(s), cap(s))
 	}
-	if s := Make[[3]byte](MinBytes); len(s) != MinBytes {
-		t.Fatalf("Make of a size that does not divide a huge page: len %d", len(s))
+	odd := Make[[3]byte](MinBytes)
+	if len(odd) != MinBytes || cap(odd) != MinBytes {
+		t.Fatalf("Make of a size that does not divide a huge page: len %d cap %d", len(odd), cap(odd))
+	}
+	inside := (uintptr(unsafe.Pointer(&odd[0])) + Size - 1) &^ (Size - 1)
+	if !slices.Contains(vmFlags(t, inside), "hg") {
+		t.Fatalf("Make of a size that does not divide a huge page: its whole huge pages not advised: %v", vmFlags(t, inside))
 	}
 }
