@@ -163,6 +163,11 @@ func TestCBenchmark(t *testing.T) {
 // TestCABIErrors drives the exported functions from Go: errors are codes
 // with a message, handles are checked, closed handles refuse.
 func TestCABIErrors(t *testing.T) {
+	// The last error is the calling thread's, as a C caller reads it: the
+	// calls and the reads of it on one thread (a goroutine may move
+	// between two cgo calls, and read another thread's, empty, error).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	dir := t.TempDir()
 	h := initGoT(t, "dir="+dir+";rank=1;clock=virtual;virtual_start_ns=100;log=none")
 	if h <= 0 {
