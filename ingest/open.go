@@ -273,7 +273,6 @@ func (e *metaConflictError) Error() string {
 
 func (e *metaConflictError) Unwrap() error { return e.err }
 
-// input is one file to read.
 // dumpArena returns the arena a whole read of many Flight Recorder dumps
 // builds their rows in (trace.ColumnArena: huge pages for the 1 GB of
 // parts a 4096-rank job's dumps make, instead of a fault per 4 KiB), or
@@ -299,6 +298,7 @@ var arenaFiles = 256
 
 const frEntryBytes = 160
 
+// input is one file to read.
 type input struct {
 	path   string
 	source int       // index of the directory or pattern it came from; -1 when named directly

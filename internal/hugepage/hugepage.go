@@ -58,15 +58,17 @@ func Advise(p unsafe.Pointer, n uintptr) {
 
 // Make returns n zeroed Ts (length and capacity n) whose memory starts on
 // a huge-page boundary and is advised (Advise) before its first touch,
-// when they take MinBytes or more and T's size divides Size; when it
-// does not (a struct of 40 bytes), make([]T, n) advised (Slice): its
-// whole huge pages only; under MinBytes, make([]T, n). Go aligns a large allocation to its 8 KiB pages only, so
-// the memory before the first and after the last 2 MiB boundary inside a
-// slab (up to 4 MiB of it) stayed in 4 KiB pages, a fault each (half of a
-// 4 MiB slab at worst). Make allocates Size more than asked and starts at
-// the first boundary: the head skipped and the tail left over are never
-// touched, so never backed by memory, and a slab of whole huge pages is
-// all huge pages. The Go heap counts the extra Size as allocated.
+// when they take MinBytes or more and T's size divides Size; when it does
+// not (a struct of 40 bytes), make([]T, n) advised (Slice): its whole
+// huge pages only; under MinBytes, make([]T, n).
+//
+// Go aligns a large allocation to its 8 KiB pages only, so the memory
+// before the first and after the last 2 MiB boundary inside a slab (up to
+// 4 MiB of it) stayed in 4 KiB pages, a fault each (half of a 4 MiB slab
+// at worst). Make allocates Size more than asked and starts at the first
+// boundary: the head skipped and the tail left over are never touched, so
+// never backed by memory, and a slab of whole huge pages is all huge
+// pages. The Go heap counts the extra Size as allocated.
 func Make[T any](n int) []T {
 	var z T
 	size := int(unsafe.Sizeof(z))
