@@ -456,13 +456,19 @@ func InputBytes(paths []string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return inputsSize(inputs), nil
+}
+
+// inputsSize is the size on disk of inputs, files that cannot be read
+// counting nothing.
+func inputsSize(inputs []input) int64 {
 	var n int64
 	for _, in := range inputs {
 		if st, err := os.Stat(in.path); err == nil {
 			n += st.Size()
 		}
 	}
-	return n, nil
+	return n
 }
 
 // CountRows is the number of events in the files paths name (expanded as

@@ -283,13 +283,7 @@ func dumpArena(inputs []input) *trace.ColumnArena {
 	if len(inputs) < arenaFiles || sniffFile(inputs[0].path) != FormatFRPickle {
 		return nil
 	}
-	var bytes int64
-	for _, in := range inputs {
-		if st, err := os.Stat(in.path); err == nil {
-			bytes += st.Size()
-		}
-	}
-	return trace.NewColumnArena(int(bytes / frEntryBytes))
+	return trace.NewColumnArena(int(inputsSize(inputs) / frEntryBytes))
 }
 
 // arenaFiles is the fewest inputs dumpArena builds an arena for (a var:
