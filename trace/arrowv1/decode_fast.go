@@ -853,7 +853,7 @@ func (p *fastPlan) kinds(dst []trace.Kind, n int, ns [][2]int64, bb batchBufs, l
 	L := uint64(len(lut))
 	if ff.indexW == 2 {
 		for i := range n {
-			x := uint64(int16(binary.LittleEndian.Uint16(raw[2*i:])))
+			x := uint64(int16(binary.LittleEndian.Uint16(raw[2*i : 2*i+2 : 2*i+2])))
 			if x >= L {
 				return false
 			}
@@ -862,7 +862,7 @@ func (p *fastPlan) kinds(dst []trace.Kind, n int, ns [][2]int64, bb batchBufs, l
 		return true
 	}
 	for i := range n {
-		x := uint64(int32(binary.LittleEndian.Uint32(raw[4*i:])))
+		x := uint64(int32(binary.LittleEndian.Uint32(raw[4*i : 4*i+4 : 4*i+4])))
 		if x >= L {
 			return false
 		}
