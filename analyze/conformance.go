@@ -442,7 +442,7 @@ type conformanceCand struct {
 
 	matched, extra, missing, outOfOrder int
 
-	devs    []Deviation
+	devs    []pendingDeviation // the first MaxDeviationsPerRank of each rank
 	devN    int
 	perRank map[trace.Rank]int
 }
@@ -854,13 +854,11 @@ func (cs *conformanceState) rank(out *Conformance, cands []*conformanceCand, per
 			c.outOfOrder += cr.res.outOfOrder
 			c.devN += cr.devN
 			for _, pd := range cr.devs {
-				d := pd.d
-				if c.perRank[trace.Rank(d.Rank)] >= MaxDeviationsPerRank {
+				if c.perRank[trace.Rank(pd.d.Rank)] >= MaxDeviationsPerRank {
 					continue
 				}
-				c.perRank[trace.Rank(d.Rank)]++
-				d.Want, d.Got = pd.want.String(), pd.got.String()
-				c.devs = append(c.devs, d)
+				c.perRank[trace.Rank(pd.d.Rank)]++
+				c.devs = append(c.devs, pd)
 			}
 		}
 	}
@@ -883,7 +881,13 @@ func (cs *conformanceState) rank(out *Conformance, cands []*conformanceCand, per
 	best := cands[0]
 	out.Identified, out.Virtual = best.name, best.v
 	out.DeviationCount = best.outOfOrder
-	out.Deviations = best.devs
+	// Only the identified candidate's deviations are reported: only
+	// theirs are written out.
+	for _, pd := range best.devs {
+		d := pd.d
+		d.Want, d.Got = pd.want.String(), pd.got.String()
+		out.Deviations = append(out.Deviations, d)
+	}
 	slices.SortStableFunc(out.Deviations, func(a, b Deviation) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Index, b.Index))
 	})

@@ -75,6 +75,10 @@ type stepGraph struct {
 	// built in the same graphMem.
 	scratch32 [4][]int32
 	scratch64 [2][]int64
+	// buildExtras' scratch: the sends of each rank in turn, the nodes
+	// that wait for some of them.
+	sentBuf []int32
+	waits   []extraWait
 
 	// Results of the last run.
 	s, e []int64
@@ -141,6 +145,9 @@ type graphMem struct {
 	ops    []gOp
 	opNode []int32
 	opRank [][]int32
+	// newStepGraph's lists by pair id and by join, their arrays kept from
+	// step to step (a fleet job's step graph has tens of thousands).
+	sends, recvs, arrivals [][]int32
 	// The what-if's step whose graph this memory holds (heldGraph), built
 	// by baselinePass; nil when none.
 	held      *stepBase
@@ -175,7 +182,8 @@ func (m *graphMem) newStepGraph(step int64, ranks []gRank, joins int, measured b
 		class: g.class, kind: g.kind, row: g.row, owner: g.owner, stage: g.stage, chunk: g.chunk, mb: g.mb,
 		opIdx: g.opIdx, prev: g.prev, other: g.other, base: g.base, meas: g.meas, delay: g.delay,
 		fromArrival: g.fromArrival, extraOff: g.extraOff, extra: g.extra, order: g.order,
-		s: g.s, e: g.e, crit: g.crit, scratch32: g.scratch32, scratch64: g.scratch64}
+		s: g.s, e: g.e, crit: g.crit, scratch32: g.scratch32, scratch64: g.scratch64,
+		sentBuf: g.sentBuf, waits: g.waits}
 	// 1. Nodes: each op, a join as an arrival and the join; then one
 	// barrier per join id.
 	n := 0
@@ -215,6 +223,14 @@ func (m *graphMem) newStepGraph(step int64, ranks []gRank, joins int, measured b
 	pairID := map[pairKey]int32{}
 	var pairs []pairKey
 	var sends, recvs [][]int32 // by pair id: the nodes in issue order
+	var arrivals [][]int32     // by join id: its arrival nodes
+	if m != nil {
+		sends, recvs = m.sends[:0], m.recvs[:0]
+		arrivals = emptied(m.arrivals, joins)
+		defer func() { m.sends, m.recvs, m.arrivals = sends, recvs, arrivals }()
+	} else {
+		arrivals = make([][]int32, joins)
+	}
 	type seen struct {
 		peer int32
 		send bool
@@ -237,12 +253,11 @@ func (m *graphMem) newStepGraph(step int64, ranks []gRank, joins int, measured b
 			id = int32(len(pairs))
 			pairID[k] = id
 			pairs = append(pairs, k)
-			sends, recvs = append(sends, nil), append(recvs, nil)
+			sends, recvs = pushEmpty(sends), pushEmpty(recvs)
 		}
 		mine = append(mine, seen{op.peer, send, id})
 		return id
 	}
-	arrivals := make([][]int32, joins)
 	v := int32(0)
 	add := func(lr int32, k int, op *gOp, c nodeClass) int32 {
 		g.class[v], g.kind[v], g.row[v], g.owner[v], g.opIdx[v] = c, op.kind, op.row, lr, int32(k)
@@ -354,43 +369,71 @@ func (m *graphMem) newStepGraph(step int64, ranks []gRank, joins int, measured b
 // it; for each barrier, its arrivals.
 func (g *stepGraph) buildExtras(ranks []gRank, opNode [][]int32, arrivals [][]int32, joins, n int) {
 	// The nodes with extra in-edges come in node order: arrivals rank by
-	// rank, in program order, then the barriers.
-	type edges struct {
-		v    int32
-		from []int32
-	}
-	var lists []edges
+	// rank, in program order, then the barriers. An arrival's are the
+	// receives of its rank's sends so far: sent[lo:hi], the sends of all
+	// ranks in one list.
+	sent, waits := g.sentBuf[:0], g.waits[:0]
+	total := 0
 	for lr := range ranks {
-		var sent []int32
+		first := len(sent)
 		for k := range ranks[lr].ops {
 			op := &ranks[lr].ops[k]
 			x := opNode[lr][k]
 			switch {
 			case op.class == ncSend:
 				sent = append(sent, g.other[x])
-			case op.class == ncJoin && op.waitSends && len(sent) > 0:
-				lists = append(lists, edges{x - 1, sent[:len(sent):len(sent)]})
+			case op.class == ncJoin && op.waitSends && len(sent) > first:
+				waits = append(waits, extraWait{x - 1, int32(first), int32(len(sent))})
+				total += len(sent) - first
 			}
 		}
 	}
+	g.sentBuf, g.waits = sent, waits
 	for j := range joins {
-		lists = append(lists, edges{int32(n - joins + j), arrivals[j]})
-	}
-	total := 0
-	for _, l := range lists {
-		total += len(l.from)
+		total += len(arrivals[j])
 	}
 	g.extraOff = grown(g.extraOff, n+1)
 	g.extraOff[0] = 0
 	g.extra = slices.Grow(g.extra[:0], total)
 	at := 0
 	for v := range n {
-		if at < len(lists) && lists[at].v == int32(v) {
-			g.extra = append(g.extra, lists[at].from...)
+		switch {
+		case v >= n-joins:
+			g.extra = append(g.extra, arrivals[v-(n-joins)]...)
+		case at < len(waits) && waits[at].v == int32(v):
+			g.extra = append(g.extra, sent[waits[at].lo:waits[at].hi]...)
 			at++
 		}
 		g.extraOff[v+1] = int32(len(g.extra))
 	}
+}
+
+// extraWait is an arrival node v of a join that waits for its rank's
+// sends so far: their receives are sent[lo:hi] (buildExtras).
+type extraWait struct{ v, lo, hi int32 }
+
+// pushEmpty returns s with one more list, empty (the array a list there
+// had before kept for appending).
+func pushEmpty(s [][]int32) [][]int32 {
+	if len(s) < cap(s) {
+		s = s[:len(s)+1]
+		s[len(s)-1] = s[len(s)-1][:0]
+		return s
+	}
+	return append(s, nil)
+}
+
+// emptied returns s with length n, its lists emptied (their arrays kept
+// for appending).
+func emptied(s [][]int32, n int) [][]int32 {
+	if cap(s) < n {
+		s = append(s[:cap(s)], make([][]int32, n-cap(s))...)
+	}
+	s = s[:n]
+	for i := range s {
+		s[i] = s[i][:0]
+	}
+	return s
 }
 
 // numNodes is the number of nodes.
