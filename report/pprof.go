@@ -2,12 +2,13 @@ package report
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 
-	"github.com/google/pprof/profile"
+	"github.com/klauspost/compress/gzip"
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/trace"
 )
@@ -50,11 +51,7 @@ func WritePprof(w io.Writer, t *trace.Trace, opt analyze.Options) error {
 	if len(sts) == 0 {
 		return fmt.Errorf("pprof: no complete step window to profile")
 	}
-	p := buildProfile(t, sts)
-	if err := p.CheckValid(); err != nil {
-		return fmt.Errorf("pprof: %w", err)
-	}
-	if err := p.Write(w); err != nil {
+	if err := writeProfile(w, profileSamples(t, sts)); err != nil {
 		return fmt.Errorf("writing pprof profile: %w", err)
 	}
 	return nil
@@ -74,77 +71,99 @@ type sampleKey struct {
 	chunk    int32
 }
 
-func buildProfile(t *trace.Trace, sts []analyze.StageTime) *profile.Profile {
-	wall := &profile.ValueType{Type: "wall", Unit: "nanoseconds"}
-	p := &profile.Profile{SampleType: []*profile.ValueType{wall}, DefaultSampleType: "wall",
-		PeriodType: &profile.ValueType{Type: "wall", Unit: "nanoseconds"}, Period: 1}
-	// 1. Sum segments per key.
-	sums := map[sampleKey]int64{}
+// samples are a profile's samples: the summed wall time of each key, the
+// keys in the order the profile lists them, and the profile's duration
+// (the windows' summed length).
+type samples struct {
+	keys       []sampleKey
+	sums       map[sampleKey]int64
+	durationNs int64
+	job        string
+}
+
+// profileSamples sums the stage times' segments per key.
+func profileSamples(t *trace.Trace, sts []analyze.StageTime) samples {
+	ps := samples{sums: map[sampleKey]int64{}, job: t.Meta.Job}
 	seen := map[[2]int64]bool{}
 	for _, st := range sts {
 		if w := [2]int64{st.Step, int64(st.Pipeline)}; !seen[w] {
 			seen[w] = true
-			p.DurationNanos += st.EndNs - st.StartNs
+			ps.durationNs += st.EndNs - st.StartNs
 		}
 		for _, sg := range st.Segments {
 			k := sampleKey{pipeline: st.Pipeline, stage: st.Stage, step: st.Step, rank: st.Rank, cause: sg.Cause, mb: trace.NoMicroBatch, chunk: -1}
 			if sg.Cause == analyze.CauseBusy {
 				k.rank, k.kind, k.mb, k.chunk = t.Rank[sg.Row], t.Kind[sg.Row], t.MicroBatch[sg.Row], t.Chunk[sg.Row]
 			}
-			sums[k] += sg.EndNs - sg.StartNs
+			ps.sums[k] += sg.EndNs - sg.StartNs
 		}
 	}
-	keys := make([]sampleKey, 0, len(sums))
-	for k := range sums {
-		keys = append(keys, k)
+	ps.keys = make([]sampleKey, 0, len(ps.sums))
+	for k := range ps.sums {
+		ps.keys = append(ps.keys, k)
 	}
-	slices.SortFunc(keys, func(a, b sampleKey) int {
+	slices.SortFunc(ps.keys, func(a, b sampleKey) int {
 		return cmp.Or(cmp.Compare(a.pipeline, b.pipeline), cmp.Compare(a.stage, b.stage), cmp.Compare(a.step, b.step),
 			cmp.Compare(a.cause, b.cause), cmp.Compare(a.kind, b.kind), cmp.Compare(a.mb, b.mb), cmp.Compare(a.chunk, b.chunk),
 			cmp.Compare(a.rank, b.rank))
 	})
-	// 2. One function and location per frame name.
-	locs := map[string]*profile.Location{}
-	loc := func(name string) *profile.Location {
-		if l, ok := locs[name]; ok {
-			return l
-		}
-		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name}
-		l := &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: f}}}
-		p.Function = append(p.Function, f)
-		p.Location = append(p.Location, l)
-		locs[name] = l
-		return l
+	return ps
+}
+
+// profileComment is the profile's first comment.
+const profileComment = "ppprof: wall time of every stage in every complete (step, pipeline) window: busy by op, idle by cause"
+
+// writeProfile writes ps as a gzipped profile.proto message, encoded here
+// field by field (github.com/google/pprof/profile builds a Profile of
+// millions of samples, each with its label map, then converts and
+// encodes them: a third of the time of exporting a fleet job's profile
+// and most of its garbage). Each sample's leaf is its op kind (under its
+// micro-batch frame, when it has one) or its idle cause, then its stage
+// and pipeline frames; each frame name is one function and one location
+// of the same id, numbered from 1 as first used. The samples are written
+// as made and the string table last (a parser resolves the indices after
+// reading the message). The reference built with the library is in the
+// tests (TestPprofMatchesLibrary).
+func writeProfile(w io.Writer, ps samples) error {
+	zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
+	if err != nil {
+		return err
 	}
-	// 3. Samples, leaf first. A job's samples share few label values and
-	// frames: each made once (the profile only reads them).
-	vals := map[int64][]string{}
-	val := func(x int64) []string {
-		v, ok := vals[x]
+	e := &pbEncoder{w: zw, strs: map[string]int64{"": 0}, table: []string{""}}
+	wall, ns := e.str("wall"), e.str("nanoseconds")
+	valueType := pbInt(pbInt(nil, 1, wall), 2, ns)
+	e.bytes(1, valueType) // sample_type
+
+	// Frames: a location (and function) id per name; the frames of a
+	// (what, x) pair and of a kind looked up without making the name.
+	var names []string
+	ids := map[string]uint64{}
+	loc := func(name string) uint64 {
+		id, ok := ids[name]
 		if !ok {
-			v = []string{itoa(x)}
-			vals[x] = v
+			names = append(names, name)
+			id = uint64(len(names))
+			ids[name] = id
 		}
-		return v
+		return id
 	}
 	type frameKey struct {
 		what string
 		x    int64
 	}
-	frames := map[frameKey]*profile.Location{}
-	frame := func(what string, x int64) *profile.Location {
-		l, ok := frames[frameKey{what, x}]
+	frames := map[frameKey]uint64{}
+	frame := func(what string, x int64) uint64 {
+		id, ok := frames[frameKey{what, x}]
 		if !ok {
-			l = loc(what + " " + itoa(x))
-			frames[frameKey{what, x}] = l
+			id = loc(what + " " + itoa(x))
+			frames[frameKey{what, x}] = id
 		}
-		return l
+		return id
 	}
-	kinds := map[trace.Kind]*profile.Location{}
-	// Samples of the same labels share one label map, and those of the
-	// same frames one stack (a busy op's F and B, a rank's idle causes):
-	// a fleet job's profile has millions of samples, and a map each was
-	// most of the time building it. The profile only reads them.
+	kinds := map[trace.Kind]uint64{}
+	// Samples of the same labels share their encoded labels, and those of
+	// the same frames their encoded stack (a busy op's F and B, a rank's
+	// idle causes).
 	type labelKey struct {
 		step     int64
 		pipeline int32
@@ -154,7 +173,7 @@ func buildProfile(t *trace.Trace, sts []analyze.StageTime) *profile.Profile {
 		mb       trace.MicroBatch
 		chunk    int32
 	}
-	labels := map[labelKey]map[string][]string{}
+	labels := map[labelKey][]byte{}
 	type stackKey struct {
 		pipeline int32
 		stage    int
@@ -162,13 +181,16 @@ func buildProfile(t *trace.Trace, sts []analyze.StageTime) *profile.Profile {
 		kind     trace.Kind
 		mb       trace.MicroBatch
 	}
-	stacks := map[stackKey][]*profile.Location{}
-	samples := make([]profile.Sample, len(keys))
-	values := make([]int64, len(keys))
-	for i, k := range keys {
-		s := &samples[i]
-		values[i] = sums[k]
-		s.Value = values[i : i+1 : i+1]
+	stacks := map[stackKey][]byte{}
+	kStep, kPipe, kStage, kRank, kMB, kChunk := e.str("step"), e.str("pipeline"), e.str("stage"), e.str("rank"), e.str("microbatch"), e.str("chunk")
+	var lb, sb []byte
+	label := func(b []byte, key int64, v int64) []byte {
+		var m []byte
+		m = pbInt(m, 1, key)
+		m = pbInt(m, 2, e.str(itoa(v)))
+		return pbBytes(b, 3, m)
+	}
+	for _, k := range ps.keys {
 		busy := k.cause == analyze.CauseBusy
 		lk := labelKey{step: k.step, pipeline: k.pipeline, stage: k.stage, rank: k.rank, busy: busy, mb: trace.NoMicroBatch, chunk: -1}
 		sk := stackKey{pipeline: k.pipeline, stage: k.stage, cause: k.cause, mb: trace.NoMicroBatch}
@@ -176,40 +198,131 @@ func buildProfile(t *trace.Trace, sts []analyze.StageTime) *profile.Profile {
 			lk.mb, lk.chunk = k.mb, k.chunk
 			sk.kind, sk.mb = k.kind, k.mb
 		}
-		if s.Label = labels[lk]; s.Label == nil {
-			s.Label = map[string][]string{"step": val(k.step), "pipeline": val(int64(k.pipeline)), "stage": val(int64(k.stage)), "rank": val(int64(k.rank))}
+		lab, ok := labels[lk]
+		if !ok {
+			lab = label(nil, kStep, k.step)
+			lab = label(lab, kPipe, int64(k.pipeline))
+			lab = label(lab, kStage, int64(k.stage))
+			lab = label(lab, kRank, int64(k.rank))
 			if busy {
 				if k.mb >= 0 {
-					s.Label["microbatch"] = val(int64(k.mb))
+					lab = label(lab, kMB, int64(k.mb))
 				}
-				s.Label["chunk"] = val(int64(k.chunk))
+				lab = label(lab, kChunk, int64(k.chunk))
 			}
-			labels[lk] = s.Label
+			labels[lk] = lab
 		}
-		if s.Location = stacks[sk]; s.Location == nil {
-			stack := make([]*profile.Location, 0, 4)
+		stack, ok := stacks[sk]
+		if !ok {
+			var ids []uint64
 			if busy {
 				if k.mb >= 0 {
-					stack = append(stack, frame("mb", int64(k.mb)))
+					ids = append(ids, frame("mb", int64(k.mb)))
 				}
 				kl, ok := kinds[k.kind]
 				if !ok {
 					kl = loc(k.kind.String())
 					kinds[k.kind] = kl
 				}
-				stack = append(stack, kl)
+				ids = append(ids, kl)
 			} else {
-				stack = append(stack, loc(idleFrame[k.cause]))
+				ids = append(ids, loc(idleFrame[k.cause]))
 			}
-			stack = append(stack, frame("stage", int64(k.stage)), frame("pipeline", int64(k.pipeline)))
-			s.Location = stack[:len(stack):len(stack)]
-			stacks[sk] = s.Location
+			ids = append(ids, frame("stage", int64(k.stage)), frame("pipeline", int64(k.pipeline)))
+			var packed []byte
+			for _, id := range ids {
+				packed = binary.AppendUvarint(packed, id)
+			}
+			stack = pbBytes(nil, 1, packed) // location_id, packed
+			stacks[sk] = stack
 		}
-		p.Sample = append(p.Sample, s)
+		// Sample: location ids, the value (packed), the labels.
+		sb = append(sb[:0], stack...)
+		lb = binary.AppendUvarint(lb[:0], uint64(ps.sums[k]))
+		sb = pbBytes(sb, 2, lb)
+		sb = append(sb, lab...)
+		e.bytes(2, sb)
 	}
-	p.Comments = []string{"ppprof: wall time of every stage in every complete (step, pipeline) window: busy by op, idle by cause"}
-	if t.Meta.Job != "" {
-		p.Comments = append(p.Comments, "job: "+t.Meta.Job)
+	for i := range names {
+		id := int64(i + 1)
+		e.bytes(4, pbBytes(pbInt(nil, 1, id), 4, pbInt(nil, 1, id))) // location: id, line{function_id}
 	}
-	return p
+	for i, name := range names {
+		id, x := int64(i+1), e.str(name)
+		e.bytes(5, pbInt(pbInt(pbInt(nil, 1, id), 2, x), 3, x)) // function: id, name, system_name
+	}
+	comments := []int64{e.str(profileComment)}
+	if ps.job != "" {
+		comments = append(comments, e.str("job: "+ps.job))
+	}
+	for _, s := range e.table {
+		e.bytes(6, []byte(s)) // string_table
+	}
+	e.int(10, ps.durationNs) // duration_nanos
+	e.bytes(11, valueType)   // period_type
+	e.int(12, 1)             // period
+	for _, c := range comments {
+		e.int(13, c) // comment
+	}
+	e.int(14, wall) // default_sample_type
+	if err := e.flush(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// pbEncoder writes a protobuf message to w field by field, through a
+// buffer, with a string table.
+type pbEncoder struct {
+	w     io.Writer
+	buf   []byte
+	err   error
+	strs  map[string]int64
+	table []string
+}
+
+// str returns s's index in the string table, adding it when new.
+func (e *pbEncoder) str(s string) int64 {
+	x, ok := e.strs[s]
+	if !ok {
+		x = int64(len(e.table))
+		e.strs[s], e.table = x, append(e.table, s)
+	}
+	return x
+}
+
+// int writes field f, a varint, unless 0 (proto3's default).
+func (e *pbEncoder) int(f int, x int64) { e.buf = pbInt(e.buf, f, x) }
+
+// bytes writes field f, length-delimited.
+func (e *pbEncoder) bytes(f int, b []byte) {
+	e.buf = pbBytes(e.buf, f, b)
+	if len(e.buf) >= 1<<20 {
+		e.flush()
+	}
+}
+
+// flush writes the buffer to w.
+func (e *pbEncoder) flush() error {
+	if e.err == nil && len(e.buf) > 0 {
+		_, e.err = e.w.Write(e.buf)
+	}
+	e.buf = e.buf[:0]
+	return e.err
+}
+
+// pbInt appends field f as a varint, unless x is 0.
+func pbInt(b []byte, f int, x int64) []byte {
+	if x == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(f)<<3) // wire type 0
+	return binary.AppendUvarint(b, uint64(x))
+}
+
+// pbBytes appends field f, length-delimited.
+func pbBytes(b []byte, f int, x []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(f)<<3|2)
+	b = binary.AppendUvarint(b, uint64(len(x)))
+	return append(b, x...)
 }
