@@ -104,9 +104,11 @@ func memoryVisit(ix *index, rep *Report) visit {
 			if st < 0 || st >= p {
 				continue
 			}
+			pm := a.peakMem[st]
 			for _, i := range run {
-				a.peakMem[st] = max(a.peakMem[st], t.MemBytes[i])
+				pm = max(pm, t.MemBytes[i])
 			}
+			a.peakMem[st] = pm
 			// Ranks come in increasing order: the first rank of a stage
 			// met in the shown window is its lowest.
 			m := &out[st]
