@@ -439,7 +439,7 @@ func FirstFormat(paths []string) Format {
 // sniffFile is the format of the file at path by its first bytes
 // (FormatUnknown when it cannot be read).
 func sniffFile(path string) Format {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return FormatUnknown
 	}
@@ -526,7 +526,7 @@ func CountRowsOver(paths []string, limit int64) (rows int64, exact bool, err err
 const guessBytesPerEvent = 100
 
 func countFile(path string) (n int64, ok bool) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return 0, false
 	}

@@ -112,7 +112,7 @@ func describe(p *part) {
 // the file's first bytes already read (readInput sniffs them first). A
 // Chrome trace is streamed from the file; other formats are read whole.
 func readPath(path string, opt readOpts, prefix []byte) (*part, error) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return nil, &FileError{Path: path, Err: osReason(err)}
 	}

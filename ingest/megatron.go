@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -293,7 +292,7 @@ func readMegatronMeta(path string) (map[string]string, string) {
 		cands = append(cands, all[0])
 	}
 	for _, c := range cands {
-		f, err := os.Open(c)
+		f, err := openRead(c)
 		if err != nil {
 			continue
 		}

@@ -501,7 +501,16 @@ func readInput(in input, opt readOpts) readResult {
 	if isMegatronMeta(in.path) {
 		return readResult{skipped: true}
 	}
-	f, err := os.Open(in.path)
+	if in.into != nil {
+		// placeRows found an Arrow file of rows here: read it without
+		// sniffing first (an open and a read less, for each of a job's
+		// rank files). A file that changed since fails that read, and is
+		// sniffed and read again as any other, for the same result.
+		if p, err := readPath(in.path, opt, nil); err == nil {
+			return readResult{p: p}
+		}
+	}
+	f, err := openRead(in.path)
 	if err != nil {
 		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
 	}

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"errors"
-	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -87,7 +86,7 @@ func placeLimit(size int64) int64 { return 64<<20 + 64*size }
 // its size, from its record batch headers (arrowv1.Rows); rows is -1 when
 // it is anything else or cannot be counted.
 func countArrow(path string) (rows, size int64) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return -1, 0
 	}

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"fmt"
-	"os"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -137,7 +136,7 @@ func (c *Chunks) stepsOf(i int) *[2]int64 {
 // one run; a file the fast decoder does not take is read whole (shape is
 // then rows).
 func (c *Chunks) fileStep(fi int, sp *rowsRead, in *[2]int64, step int64, scratch *trace.Trace) (rows, shape *trace.Trace, err error) {
-	f, err := os.Open(c.paths[fi])
+	f, err := openRead(c.paths[fi])
 	if err != nil {
 		return nil, nil, osReason(err)
 	}

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -181,7 +180,7 @@ func fileStepRuns(path string, info FileInfo) ([]arrowv1.StepRun, *arrowv1.Index
 	if info.Format != FormatArrowFile && info.Format != FormatArrowStream || info.Compressed {
 		return nil, nil, false
 	}
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return nil, nil, false
 	}
