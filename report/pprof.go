@@ -71,6 +71,68 @@ type sampleKey struct {
 	chunk    int32
 }
 
+// labelKey and stackKey are what a sample's labels and its stack depend
+// on (sharedKeys).
+type labelKey struct {
+	step     int64
+	pipeline int32
+	stage    int
+	rank     trace.Rank
+	busy     bool
+	mb       trace.MicroBatch
+	chunk    int32
+}
+
+type stackKey struct {
+	pipeline int32
+	stage    int
+	cause    analyze.Cause
+	kind     trace.Kind
+	mb       trace.MicroBatch
+}
+
+// sharedKeys returns the keys of k's labels and stack: samples with the
+// same share them (a profile of a fleet job has millions of samples).
+func sharedKeys(k sampleKey) (labelKey, stackKey) {
+	lk := labelKey{step: k.step, pipeline: k.pipeline, stage: k.stage, rank: k.rank, mb: trace.NoMicroBatch, chunk: -1}
+	sk := stackKey{pipeline: k.pipeline, stage: k.stage, cause: k.cause, mb: trace.NoMicroBatch}
+	if k.cause == analyze.CauseBusy {
+		lk.busy, lk.mb, lk.chunk = true, k.mb, k.chunk
+		sk.kind, sk.mb = k.kind, k.mb
+	}
+	return lk, sk
+}
+
+// labelsOf calls fn with each of k's labels: step, pipeline, stage and
+// rank, and for busy time microbatch (when it has one) and chunk.
+func labelsOf(k sampleKey, fn func(key string, v int64)) {
+	fn("step", k.step)
+	fn("pipeline", int64(k.pipeline))
+	fn("stage", int64(k.stage))
+	fn("rank", int64(k.rank))
+	if k.cause == analyze.CauseBusy {
+		if k.mb >= 0 {
+			fn("microbatch", int64(k.mb))
+		}
+		fn("chunk", int64(k.chunk))
+	}
+}
+
+// stackOf appends k's frames to dst, leaf first: its op kind (under its
+// micro-batch frame, when it has one) or its idle cause, then its stage
+// and its pipeline.
+func stackOf(dst []string, k sampleKey) []string {
+	if k.cause == analyze.CauseBusy {
+		if k.mb >= 0 {
+			dst = append(dst, "mb "+itoa(int64(k.mb)))
+		}
+		dst = append(dst, k.kind.String())
+	} else {
+		dst = append(dst, idleFrame[k.cause])
+	}
+	return append(dst, "stage "+itoa(int64(k.stage)), "pipeline "+itoa(int64(k.pipeline)))
+}
+
 // samples are a profile's samples: the summed wall time of each key, the
 // keys in the order the profile lists them, and the profile's duration
 // (the windows' summed length).
@@ -117,10 +179,8 @@ const profileComment = "ppprof: wall time of every stage in every complete (step
 // field by field (github.com/google/pprof/profile builds a Profile of
 // millions of samples, each with its label map, then converts and
 // encodes them: a third of the time of exporting a fleet job's profile
-// and most of its garbage). Each sample's leaf is its op kind (under its
-// micro-batch frame, when it has one) or its idle cause, then its stage
-// and pipeline frames; each frame name is one function and one location
-// of the same id, numbered from 1 as first used. The samples are written
+// and most of its garbage). Each frame name (stackOf) is one function and
+// one location of the same id, numbered from 1 as first used. The samples are written
 // as made and the string table last (a parser resolves the indices after
 // reading the message). The reference built with the library is in the
 // tests (TestPprofMatchesLibrary).
@@ -134,8 +194,8 @@ func writeProfile(w io.Writer, ps samples) error {
 	valueType := pbInt(pbInt(nil, 1, wall), 2, ns)
 	e.bytes(1, valueType) // sample_type
 
-	// Frames: a location (and function) id per name; the frames of a
-	// (what, x) pair and of a kind looked up without making the name.
+	// Frames: a location (and function) id per name, numbered as first
+	// used.
 	var names []string
 	ids := map[string]uint64{}
 	loc := func(name string) uint64 {
@@ -147,91 +207,29 @@ func writeProfile(w io.Writer, ps samples) error {
 		}
 		return id
 	}
-	type frameKey struct {
-		what string
-		x    int64
-	}
-	frames := map[frameKey]uint64{}
-	frame := func(what string, x int64) uint64 {
-		id, ok := frames[frameKey{what, x}]
-		if !ok {
-			id = loc(what + " " + itoa(x))
-			frames[frameKey{what, x}] = id
-		}
-		return id
-	}
-	kinds := map[trace.Kind]uint64{}
 	// Samples of the same labels share their encoded labels, and those of
 	// the same frames their encoded stack (a busy op's F and B, a rank's
 	// idle causes).
-	type labelKey struct {
-		step     int64
-		pipeline int32
-		stage    int
-		rank     trace.Rank
-		busy     bool
-		mb       trace.MicroBatch
-		chunk    int32
-	}
 	labels := map[labelKey][]byte{}
-	type stackKey struct {
-		pipeline int32
-		stage    int
-		cause    analyze.Cause
-		kind     trace.Kind
-		mb       trace.MicroBatch
-	}
 	stacks := map[stackKey][]byte{}
-	kStep, kPipe, kStage, kRank, kMB, kChunk := e.str("step"), e.str("pipeline"), e.str("stage"), e.str("rank"), e.str("microbatch"), e.str("chunk")
 	var lb, sb []byte
-	label := func(b []byte, key int64, v int64) []byte {
-		var m []byte
-		m = pbInt(m, 1, key)
-		m = pbInt(m, 2, e.str(itoa(v)))
-		return pbBytes(b, 3, m)
-	}
+	var frames []string
 	for _, k := range ps.keys {
-		busy := k.cause == analyze.CauseBusy
-		lk := labelKey{step: k.step, pipeline: k.pipeline, stage: k.stage, rank: k.rank, busy: busy, mb: trace.NoMicroBatch, chunk: -1}
-		sk := stackKey{pipeline: k.pipeline, stage: k.stage, cause: k.cause, mb: trace.NoMicroBatch}
-		if busy {
-			lk.mb, lk.chunk = k.mb, k.chunk
-			sk.kind, sk.mb = k.kind, k.mb
-		}
+		lk, sk := sharedKeys(k)
 		lab, ok := labels[lk]
 		if !ok {
-			lab = label(nil, kStep, k.step)
-			lab = label(lab, kPipe, int64(k.pipeline))
-			lab = label(lab, kStage, int64(k.stage))
-			lab = label(lab, kRank, int64(k.rank))
-			if busy {
-				if k.mb >= 0 {
-					lab = label(lab, kMB, int64(k.mb))
-				}
-				lab = label(lab, kChunk, int64(k.chunk))
-			}
+			lab = nil
+			labelsOf(k, func(key string, v int64) {
+				lab = pbBytes(lab, 3, pbInt(pbInt(nil, 1, e.str(key)), 2, e.str(itoa(v)))) // label: key, str
+			})
 			labels[lk] = lab
 		}
 		stack, ok := stacks[sk]
 		if !ok {
-			var ids []uint64
-			if busy {
-				if k.mb >= 0 {
-					ids = append(ids, frame("mb", int64(k.mb)))
-				}
-				kl, ok := kinds[k.kind]
-				if !ok {
-					kl = loc(k.kind.String())
-					kinds[k.kind] = kl
-				}
-				ids = append(ids, kl)
-			} else {
-				ids = append(ids, loc(idleFrame[k.cause]))
-			}
-			ids = append(ids, frame("stage", int64(k.stage)), frame("pipeline", int64(k.pipeline)))
 			var packed []byte
-			for _, id := range ids {
-				packed = binary.AppendUvarint(packed, id)
+			frames = stackOf(frames[:0], k)
+			for _, name := range frames {
+				packed = binary.AppendUvarint(packed, loc(name))
 			}
 			stack = pbBytes(nil, 1, packed) // location_id, packed
 			stacks[sk] = stack

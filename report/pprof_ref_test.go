@@ -7,7 +7,6 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/sim"
-	"github.com/ppprof/ppprof/trace"
 )
 
 // buildProfile is the profile WritePprof writes, built with
@@ -17,8 +16,7 @@ func buildProfile(ps samples) *profile.Profile {
 	wall := &profile.ValueType{Type: "wall", Unit: "nanoseconds"}
 	p := &profile.Profile{SampleType: []*profile.ValueType{wall}, DefaultSampleType: "wall",
 		PeriodType: &profile.ValueType{Type: "wall", Unit: "nanoseconds"}, Period: 1, DurationNanos: ps.durationNs}
-	keys, sums := ps.keys, ps.sums
-	// 2. One function and location per frame name.
+	// One function and location per frame name.
 	locs := map[string]*profile.Location{}
 	loc := func(name string) *profile.Location {
 		if l, ok := locs[name]; ok {
@@ -31,93 +29,20 @@ func buildProfile(ps samples) *profile.Profile {
 		locs[name] = l
 		return l
 	}
-	// 3. Samples, leaf first. A job's samples share few label values and
-	// frames: each made once (the profile only reads them).
-	vals := map[int64][]string{}
-	val := func(x int64) []string {
-		v, ok := vals[x]
-		if !ok {
-			v = []string{itoa(x)}
-			vals[x] = v
-		}
-		return v
-	}
-	type frameKey struct {
-		what string
-		x    int64
-	}
-	frames := map[frameKey]*profile.Location{}
-	frame := func(what string, x int64) *profile.Location {
-		l, ok := frames[frameKey{what, x}]
-		if !ok {
-			l = loc(what + " " + itoa(x))
-			frames[frameKey{what, x}] = l
-		}
-		return l
-	}
-	kinds := map[trace.Kind]*profile.Location{}
-	// Samples of the same labels share one label map, and those of the
-	// same frames one stack (a busy op's F and B, a rank's idle causes):
-	// a fleet job's profile has millions of samples, and a map each was
-	// most of the time building it. The profile only reads them.
-	type labelKey struct {
-		step     int64
-		pipeline int32
-		stage    int
-		rank     trace.Rank
-		busy     bool
-		mb       trace.MicroBatch
-		chunk    int32
-	}
 	labels := map[labelKey]map[string][]string{}
-	type stackKey struct {
-		pipeline int32
-		stage    int
-		cause    analyze.Cause
-		kind     trace.Kind
-		mb       trace.MicroBatch
-	}
 	stacks := map[stackKey][]*profile.Location{}
-	samples := make([]profile.Sample, len(keys))
-	values := make([]int64, len(keys))
-	for i, k := range keys {
-		s := &samples[i]
-		values[i] = sums[k]
-		s.Value = values[i : i+1 : i+1]
-		busy := k.cause == analyze.CauseBusy
-		lk := labelKey{step: k.step, pipeline: k.pipeline, stage: k.stage, rank: k.rank, busy: busy, mb: trace.NoMicroBatch, chunk: -1}
-		sk := stackKey{pipeline: k.pipeline, stage: k.stage, cause: k.cause, mb: trace.NoMicroBatch}
-		if busy {
-			lk.mb, lk.chunk = k.mb, k.chunk
-			sk.kind, sk.mb = k.kind, k.mb
-		}
+	for _, k := range ps.keys {
+		s := &profile.Sample{Value: []int64{ps.sums[k]}}
+		lk, sk := sharedKeys(k)
 		if s.Label = labels[lk]; s.Label == nil {
-			s.Label = map[string][]string{"step": val(k.step), "pipeline": val(int64(k.pipeline)), "stage": val(int64(k.stage)), "rank": val(int64(k.rank))}
-			if busy {
-				if k.mb >= 0 {
-					s.Label["microbatch"] = val(int64(k.mb))
-				}
-				s.Label["chunk"] = val(int64(k.chunk))
-			}
+			s.Label = map[string][]string{}
+			labelsOf(k, func(key string, v int64) { s.Label[key] = []string{itoa(v)} })
 			labels[lk] = s.Label
 		}
 		if s.Location = stacks[sk]; s.Location == nil {
-			stack := make([]*profile.Location, 0, 4)
-			if busy {
-				if k.mb >= 0 {
-					stack = append(stack, frame("mb", int64(k.mb)))
-				}
-				kl, ok := kinds[k.kind]
-				if !ok {
-					kl = loc(k.kind.String())
-					kinds[k.kind] = kl
-				}
-				stack = append(stack, kl)
-			} else {
-				stack = append(stack, loc(idleFrame[k.cause]))
+			for _, name := range stackOf(nil, k) {
+				s.Location = append(s.Location, loc(name))
 			}
-			stack = append(stack, frame("stage", int64(k.stage)), frame("pipeline", int64(k.pipeline)))
-			s.Location = stack[:len(stack):len(stack)]
 			stacks[sk] = s.Location
 		}
 		p.Sample = append(p.Sample, s)
