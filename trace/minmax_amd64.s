@@ -136,35 +136,40 @@ loopDiff:
 	VPSHUFD $0xb1, XHI, X5; \
 	MAX X5, XHI, XHI
 
+// MINMAXD is the body of minMaxI32 and minMaxU32 (p in SI, n in CX; the
+// least in AX, the greatest in BX): two chains of eight 32-bit lanes
+// each, folded with MIN and MAX (signed or unsigned), LOOP the loop's
+// label.
+#define MINMAXD(MIN, MAX, LOOP) \
+	VPBROADCASTD (SI), Y0; \
+	VMOVDQU Y0, Y1; \
+	VMOVDQU Y0, Y2; \
+	VMOVDQU Y0, Y3; \
+LOOP: \
+	VMOVDQU (SI), Y8; \
+	VMOVDQU 32(SI), Y9; \
+	MIN Y8, Y0, Y0; \
+	MAX Y8, Y1, Y1; \
+	MIN Y9, Y2, Y2; \
+	MAX Y9, Y3, Y3; \
+	ADDQ $64, SI; \
+	SUBQ $16, CX; \
+	JNZ  LOOP; \
+	MIN Y2, Y0, Y0; \
+	MAX Y3, Y1, Y1; \
+	REDUCED(MIN, MAX, Y0, X0, Y1, X1); \
+	VMOVD X0, AX; \
+	VMOVD X1, BX; \
+	VZEROUPPER
+
 // func minMaxI32(p *int32, n int) (lo, hi int32)
 // n > 0, a multiple of 16.
 TEXT ·minMaxI32(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
-	VPBROADCASTD (SI), Y0
-	VMOVDQU Y0, Y1
-	VMOVDQU Y0, Y2
-	VMOVDQU Y0, Y3
-
-loopI32:
-	VMOVDQU (SI), Y8
-	VMOVDQU 32(SI), Y9
-	VPMINSD Y8, Y0, Y0
-	VPMAXSD Y8, Y1, Y1
-	VPMINSD Y9, Y2, Y2
-	VPMAXSD Y9, Y3, Y3
-	ADDQ $64, SI
-	SUBQ $16, CX
-	JNZ  loopI32
-
-	VPMINSD Y2, Y0, Y0
-	VPMAXSD Y3, Y1, Y1
-	REDUCED(VPMINSD, VPMAXSD, Y0, X0, Y1, X1)
-	VMOVD X0, AX
-	VMOVD X1, BX
-	MOVL  AX, lo+16(FP)
-	MOVL  BX, hi+20(FP)
-	VZEROUPPER
+	MINMAXD(VPMINSD, VPMAXSD, loopI32)
+	MOVL AX, lo+16(FP)
+	MOVL BX, hi+20(FP)
 	RET
 
 // func minMaxU32(p *uint32, n int) (lo, hi uint32)
@@ -172,28 +177,7 @@ loopI32:
 TEXT ·minMaxU32(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
-	VPBROADCASTD (SI), Y0
-	VMOVDQU Y0, Y1
-	VMOVDQU Y0, Y2
-	VMOVDQU Y0, Y3
-
-loopU32:
-	VMOVDQU (SI), Y8
-	VMOVDQU 32(SI), Y9
-	VPMINUD Y8, Y0, Y0
-	VPMAXUD Y8, Y1, Y1
-	VPMINUD Y9, Y2, Y2
-	VPMAXUD Y9, Y3, Y3
-	ADDQ $64, SI
-	SUBQ $16, CX
-	JNZ  loopU32
-
-	VPMINUD Y2, Y0, Y0
-	VPMAXUD Y3, Y1, Y1
-	REDUCED(VPMINUD, VPMAXUD, Y0, X0, Y1, X1)
-	VMOVD X0, AX
-	VMOVD X1, BX
-	MOVL  AX, lo+16(FP)
-	MOVL  BX, hi+20(FP)
-	VZEROUPPER
+	MINMAXD(VPMINUD, VPMAXUD, loopU32)
+	MOVL AX, lo+16(FP)
+	MOVL BX, hi+20(FP)
 	RET
