@@ -502,15 +502,17 @@ func CountRowsOver(paths []string, limit int64) (rows int64, exact bool, err err
 	counts := make([]int64, len(inputs))
 	oks := make([]bool, len(inputs))
 	counted := make([]bool, len(inputs))
+	stats := make([]os.FileInfo, len(inputs))
 	var total atomic.Int64
 	eachParallel(len(inputs), func(i int) {
 		if total.Load() > limit {
 			return
 		}
-		counts[i], oks[i] = countFile(inputs[i].path)
+		counts[i], oks[i], stats[i] = countFile(inputs[i].path)
 		counted[i] = true
 		total.Add(counts[i])
 	})
+	rememberCounts(inputs, counts, oks, counted, stats)
 	exact = true
 	for i := range inputs {
 		if counted[i] {
@@ -525,20 +527,31 @@ func CountRowsOver(paths []string, limit int64) (rows int64, exact bool, err err
 // count to weigh: about what a CSV or Chrome-trace event takes.
 const guessBytesPerEvent = 100
 
-func countFile(path string) (n int64, ok bool) {
+// countFile returns the rows of the file at path, exactly (ok) for an
+// Arrow file, else guessed from its size; st is the file's (nil when it
+// cannot be opened).
+func countFile(path string) (n int64, ok bool, st os.FileInfo) {
+	n, ok, st = countOpened(path)
+	if !ok || st == nil || !st.Mode().IsRegular() {
+		st = nil
+	}
+	return n, ok, st
+}
+
+func countOpened(path string) (n int64, ok bool, st os.FileInfo) {
 	f, err := openRead(path)
 	if err != nil {
-		return 0, false
+		return 0, false, nil
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	st, err = f.Stat()
 	if err != nil {
-		return 0, false
+		return 0, false, nil
 	}
 	guess := st.Size() / guessBytesPerEvent
 	prefix := make([]byte, 8)
 	if n, _ := f.ReadAt(prefix, 0); Sniff(prefix[:n]) != FormatArrowFile && Sniff(prefix[:n]) != FormatArrowStream {
-		return guess, false
+		return guess, false, st
 	}
 	// A stream of up to 16 MB: its messages' headers alone, read with
 	// pread (arrowv1.RowsAt; a page fault costs more than a read on some
@@ -548,11 +561,11 @@ func countFile(path string) (n int64, ok bool) {
 	// that does not frame (the read that follows says what is wrong with
 	// it).
 	if rows, ok := arrowv1.RowsAt(f, st.Size()); ok {
-		return rows, true
+		return rows, true, st
 	}
 	data, release, err := arrowv1.MapFileSparse(f)
 	if err != nil {
-		return guess, false
+		return guess, false, st
 	}
 	defer release()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -563,9 +576,9 @@ func countFile(path string) (n int64, ok bool) {
 	}()
 	rows, err := arrowv1.Rows(data)
 	if err != nil {
-		return guess, false
+		return guess, false, st
 	}
-	return rows, true
+	return rows, true, st
 }
 
 // subset reports whether every element of a is in b (both increasing).

@@ -86,6 +86,12 @@ func placeLimit(size int64) int64 { return 64<<20 + 64*size }
 // its size, from its record batch headers (arrowv1.Rows); rows is -1 when
 // it is anything else or cannot be counted.
 func countArrow(path string) (rows, size int64) {
+	if n, size, ok := rememberedRows(path); ok {
+		if n*rowBytes > placeLimit(size) {
+			return -1, 0
+		}
+		return n, size
+	}
 	f, err := openRead(path)
 	if err != nil {
 		return -1, 0
