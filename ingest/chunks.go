@@ -528,8 +528,9 @@ func CountRowsOver(paths []string, limit int64) (rows int64, exact bool, err err
 const guessBytesPerEvent = 100
 
 // countFile returns the rows of the file at path, exactly (ok) for an
-// Arrow file, else guessed from its size; st is the file's (nil when it
-// cannot be opened).
+// Arrow file, else guessed from its size; st is the file's when it was
+// counted exactly and is a regular file (what rememberCounts keeps), else
+// nil.
 func countFile(path string) (n int64, ok bool, st os.FileInfo) {
 	n, ok, st = countOpened(path)
 	if !ok || st == nil || !st.Mode().IsRegular() {
@@ -538,6 +539,8 @@ func countFile(path string) (n int64, ok bool, st os.FileInfo) {
 	return n, ok, st
 }
 
+// countOpened is countFile with the file's stat whatever the count (nil
+// when the file cannot be opened or stat'ed).
 func countOpened(path string) (n int64, ok bool, st os.FileInfo) {
 	f, err := openRead(path)
 	if err != nil {
