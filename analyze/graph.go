@@ -148,6 +148,7 @@ type graphMem struct {
 	// newStepGraph's lists by pair id and by join, their arrays kept from
 	// step to step (a fleet job's step graph has tens of thousands).
 	sends, recvs, arrivals [][]int32
+	dur                    []int64 // replayPlans' durations of the graph's nodes
 	// The what-if's step whose graph this memory holds (heldGraph), built
 	// by baselinePass; nil when none.
 	held      *stepBase

@@ -540,12 +540,15 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []g
 	if n := workers(len(ok)); len(mem) < n {
 		mem = append(mem, make([]graphMem, n-len(mem))...)
 	}
-	replay := func(g *stepGraph, k int) {
+	replay := func(m *graphMem, g *stepGraph, k int) {
 		delay := g.delay
 		if noDelays {
 			delay = nil
 		}
-		dur := make([]int64, g.numNodes())
+		// The worker's durations, from step to step (fresh memory each
+		// step was as many pages to fault in as the graph has nodes).
+		m.dur = grown(m.dur, g.numNodes())
+		dur := m.dur
 		for x, pl := range plans {
 			if pl.unavailable != "" {
 				continue
@@ -574,7 +577,7 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []g
 	}
 	forEach(len(mem), func(_, w int) {
 		if k := held[w]; k >= 0 {
-			replay(mem[w].heldGraph, k)
+			replay(&mem[w], mem[w].heldGraph, k)
 		}
 	})
 	var rest []int
@@ -590,7 +593,7 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []g
 		if err != nil {
 			return // built once already: cannot happen
 		}
-		replay(g, k)
+		replay(&mem[w], g, k)
 	})
 	return out
 }
