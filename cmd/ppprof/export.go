@@ -109,30 +109,43 @@ func exportRun(opts *exportOptions) error {
 	if step >= 0 && t.Len() == 0 {
 		return fmt.Errorf("%s: no events in step %d", describePaths(opts.paths), step)
 	}
-	// Each export is tried; one failing does not stop the others.
-	var errs []error
+	// Each export is tried; one failing does not stop the others. A bar
+	// names the one under way (each takes seconds on a fleet job's
+	// trace); what was written is printed once the bar is gone.
+	type export struct {
+		name, label, path string
+		write             func() error
+	}
+	var exports []export
 	if opts.perfetto != "" {
-		if err := writeFileAtomic(opts.perfetto, func(w io.Writer) error { return report.WritePerfetto(w, t) }); err != nil {
-			errs = append(errs, err)
-		} else {
-			fmt.Fprintf(opts.stdout, "Chrome trace:  %s\n", opts.perfetto)
-		}
+		exports = append(exports, export{"Chrome trace", "Chrome trace:  ", opts.perfetto, func() error {
+			return writeFileAtomic(opts.perfetto, func(w io.Writer) error { return report.WritePerfetto(w, t) })
+		}})
 	}
 	if opts.parquet != "" {
-		if err := report.WriteParquet(opts.parquet, t); err != nil {
-			errs = append(errs, err)
-		} else {
-			fmt.Fprintf(opts.stdout, "Parquet:       %s\n", opts.parquet)
-		}
+		exports = append(exports, export{"Parquet", "Parquet:       ", opts.parquet, func() error { return report.WriteParquet(opts.parquet, t) }})
 	}
 	if opts.pprof != "" {
-		if err := writeFileAtomic(opts.pprof, func(w io.Writer) error {
-			return report.WritePprof(w, t, analyze.Options{Step: analyze.AllSteps})
-		}); err != nil {
+		exports = append(exports, export{"pprof profile", "pprof profile: ", opts.pprof, func() error {
+			return writeFileAtomic(opts.pprof, func(w io.Writer) error {
+				return report.WritePprof(w, t, analyze.Options{Step: analyze.AllSteps})
+			})
+		}})
+	}
+	onStep, bar := stepsProgress(opts.stderr, opts.quiet, "exporting", "files")
+	var errs []error
+	var written []string
+	for i, e := range exports {
+		onStep(i, len(exports), e.name)
+		if err := e.write(); err != nil {
 			errs = append(errs, err)
 		} else {
-			fmt.Fprintf(opts.stdout, "pprof profile: %s\n", opts.pprof)
+			written = append(written, e.label+e.path)
 		}
+	}
+	bar.done()
+	for _, w := range written {
+		fmt.Fprintln(opts.stdout, w)
 	}
 	return errors.Join(errs...)
 }
