@@ -42,6 +42,10 @@ const DefaultBatchRows = 65536
 type Options struct {
 	Compression Compression
 	BatchRows   int // rows per record batch; 0 means DefaultBatchRows
+	// Progress, when set, is called by WriteFile after each record batch
+	// with the rows written so far and the trace's rows (a large trace
+	// takes seconds to write; ppprof convert draws a bar with it).
+	Progress func(done, total int)
 }
 
 // batchRows returns the effective rows per batch.

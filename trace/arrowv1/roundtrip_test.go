@@ -302,3 +302,29 @@ func TestReadHead(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteFileProgress: WriteFile reports the rows written after each
+// batch, up to the trace's rows, and the file is the one written without.
+func TestWriteFileProgress(t *testing.T) {
+	tr := randomTrace(rand.New(rand.NewSource(5)), 17, testKinds)
+	var got [][2]int
+	var with, without bytes.Buffer
+	if err := WriteFile(&with, tr, Options{BatchRows: 3, Progress: func(done, total int) { got = append(got, [2]int{done, total}) }}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(&without, tr, Options{BatchRows: 3}); err != nil {
+		t.Fatal(err)
+	}
+	n := tr.Len()
+	if want := (n + 2) / 3; len(got) != want {
+		t.Fatalf("%d calls for %d rows in batches of 3, want %d: %v", len(got), n, want, got)
+	}
+	for i, g := range got {
+		if want := min(3*(i+1), n); g != [2]int{want, n} {
+			t.Fatalf("call %d: %v, want [%d %d]", i, g, want, n)
+		}
+	}
+	if !bytes.Equal(with.Bytes(), without.Bytes()) {
+		t.Fatal("the file written with Progress differs")
+	}
+}

@@ -46,6 +46,9 @@ func writeFile(w io.Writer, t *trace.Trace, opt Options, mem memory.Allocator) (
 		if err := writeBatch(fw.Write, mem, schema, t, from, to, &dict); err != nil {
 			return fmt.Errorf("writing arrow file: %w", err)
 		}
+		if opt.Progress != nil {
+			opt.Progress(to, t.Len())
+		}
 	}
 	return nil
 }
