@@ -106,23 +106,23 @@ func buildRecord(mem memory.Allocator, schema *arrow.Schema, t *trace.Trace, fro
 	if cols[trace.ColGroup], err = stringColumn(mem, t.Group[from:to]); err != nil {
 		return nil, fmt.Errorf("column group: %w", err)
 	}
-	cols[trace.ColRank] = int32Column(mem, t.Rank[from:to])
-	cols[trace.ColPipeline] = int32Column(mem, t.Pipeline[from:to])
-	cols[trace.ColStage] = int32Column(mem, t.Stage[from:to])
-	cols[trace.ColTPRank] = int32Column(mem, t.TPRank[from:to])
-	cols[trace.ColChunk] = int32Column(mem, t.Chunk[from:to])
-	cols[trace.ColStep] = int64Column(mem, t.Step[from:to])
-	cols[trace.ColMicroBatch] = int32Column(mem, t.MicroBatch[from:to])
-	cols[trace.ColSeq] = int64Column(mem, t.Seq[from:to])
-	cols[trace.ColIssueNs] = int64Column(mem, t.IssueNs[from:to])
+	cols[trace.ColRank] = int32Column(t.Rank[from:to])
+	cols[trace.ColPipeline] = int32Column(t.Pipeline[from:to])
+	cols[trace.ColStage] = int32Column(t.Stage[from:to])
+	cols[trace.ColTPRank] = int32Column(t.TPRank[from:to])
+	cols[trace.ColChunk] = int32Column(t.Chunk[from:to])
+	cols[trace.ColStep] = int64Column(t.Step[from:to])
+	cols[trace.ColMicroBatch] = int32Column(t.MicroBatch[from:to])
+	cols[trace.ColSeq] = int64Column(t.Seq[from:to])
+	cols[trace.ColIssueNs] = int64Column(t.IssueNs[from:to])
 	cols[trace.ColStartNs] = timeColumn(mem, t.StartNs[from:to])
 	cols[trace.ColEndNs] = timeColumn(mem, t.EndNs[from:to])
-	cols[trace.ColPeer] = int32Column(mem, t.Peer[from:to])
-	cols[trace.ColBytes] = int64Column(mem, t.Bytes[from:to])
-	cols[trace.ColTokens] = int64Column(mem, t.Tokens[from:to])
-	cols[trace.ColFlops] = float64Column(mem, t.Flops[from:to])
-	cols[trace.ColMemBytes] = int64Column(mem, t.MemBytes[from:to])
-	cols[trace.ColGroupSeq] = int64Column(mem, t.GroupSeq[from:to])
+	cols[trace.ColPeer] = int32Column(t.Peer[from:to])
+	cols[trace.ColBytes] = int64Column(t.Bytes[from:to])
+	cols[trace.ColTokens] = int64Column(t.Tokens[from:to])
+	cols[trace.ColFlops] = float64Column(t.Flops[from:to])
+	cols[trace.ColMemBytes] = int64Column(t.MemBytes[from:to])
+	cols[trace.ColGroupSeq] = int64Column(t.GroupSeq[from:to])
 	return array.NewRecordBatch(schema, cols[:], int64(to-from)), nil
 }
 
@@ -162,17 +162,17 @@ func borrowed[T any](src []T) *memory.Buffer {
 }
 
 // int32Column encodes an int32-based column with no nulls.
-func int32Column[T ~int32](_ memory.Allocator, src []T) arrow.Array {
+func int32Column[T ~int32](src []T) arrow.Array {
 	return newArray(arrow.PrimitiveTypes.Int32, len(src), 0, nil, borrowed(src))
 }
 
 // int64Column encodes an int64 column with no nulls.
-func int64Column(_ memory.Allocator, src []int64) arrow.Array {
+func int64Column(src []int64) arrow.Array {
 	return newArray(arrow.PrimitiveTypes.Int64, len(src), 0, nil, borrowed(src))
 }
 
 // float64Column encodes a float64 column with no nulls.
-func float64Column(_ memory.Allocator, src []float64) arrow.Array {
+func float64Column(src []float64) arrow.Array {
 	return newArray(arrow.PrimitiveTypes.Float64, len(src), 0, nil, borrowed(src))
 }
 
