@@ -180,10 +180,10 @@ const profileComment = "ppprof: wall time of every stage in every complete (step
 // millions of samples, each with its label map, then converts and
 // encodes them: a third of the time of exporting a fleet job's profile
 // and most of its garbage). Each frame name (stackOf) is one function and
-// one location of the same id, numbered from 1 as first used. The samples are written
-// as made and the string table last (a parser resolves the indices after
-// reading the message). The reference built with the library is in the
-// tests (TestPprofMatchesLibrary).
+// one location of the same id, numbered from 1 as first used. The samples
+// are written as made and the string table last (a parser resolves the
+// indices after reading the message). The reference built with the
+// library is in the tests (TestPprofMatchesLibrary).
 func writeProfile(w io.Writer, ps samples) error {
 	zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 	if err != nil {
