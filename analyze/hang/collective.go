@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ppprof/ppprof/internal/hugepage"
 	"github.com/ppprof/ppprof/internal/seqindex"
 	"github.com/ppprof/ppprof/trace"
 )
@@ -217,7 +218,7 @@ func (a *analysis) matchCollectives() {
 	// Room for them at once, but never more than half the rows (groups
 	// of sparse numbers count rows, not collectives).
 	cs.colls = make([]coll, 0, min(seqs.Most(), int64(t.Len())/2+1))
-	cs.collRow = make([]int32, t.Len())
+	cs.collRow = hugepage.Make[int32](t.Len()) // a row's fault per 1K rows otherwise
 	for i := range cs.collRow {
 		cs.collRow[i] = -1
 	}
