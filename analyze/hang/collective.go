@@ -218,7 +218,7 @@ func (a *analysis) matchCollectives() {
 	// Room for them at once, but never more than half the rows (groups
 	// of sparse numbers count rows, not collectives).
 	cs.colls = make([]coll, 0, min(seqs.Most(), int64(t.Len())/2+1))
-	cs.collRow = hugepage.Make[int32](t.Len()) // a row's fault per 1K rows otherwise
+	cs.collRow = hugepage.Make[int32](t.Len()) // in 4 KiB pages, a fault every 1024 rows
 	for i := range cs.collRow {
 		cs.collRow[i] = -1
 	}
