@@ -158,7 +158,7 @@ func alignClocks(t *trace.Trace, parts []*part) ([]ClockOffset, []Warning, *wind
 	// lists' headers were 0.9 s of a 16384-rank job's dumps' 7 s of
 	// aligning, on one core. In huge pages, as the large arrays below
 	// (internal/hugepage: a fresh 4 KiB page is a fault of its own; a
-	// 16384-rank job's dumps took 42K fewer faults, 10% of them).
+	// 16384-rank job's dumps took 42K fewer faults, 13% of them).
 	ends = hugepage.Make[[]domEnd](int(min(seqs.Most(), int64(rows))))[:0]
 	var block []domEnd
 	each(func(i, d int, gid int32, seq int64) {
