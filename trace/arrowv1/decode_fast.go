@@ -182,15 +182,15 @@ func fastReadInto(frames []frame, n int, into *rowRange) (t *trace.Trace, batche
 					failed.Store(true)
 				}
 			}()
-			var sc fastScratch
-			defer sc.release()
+			sc := getScratch()
+			defer sc.put()
 			for !failed.Load() {
 				k := int(next.Add(1) - 1)
 				if k >= len(jobs) {
 					return
 				}
 				j := jobs[k]
-				if !plan.batch(t, j.base, j.fr, j.lut, decs[w], &sc) {
+				if !plan.batch(t, j.base, j.fr, j.lut, decs[w], sc) {
 					failed.Store(true)
 				}
 			}
@@ -365,11 +365,21 @@ func batchHeader(fr *frame) (f *fbuf, rb fbTable, id int64, delta bool, ok bool)
 // nodes returns the (length, null count) field nodes of a record batch
 // table.
 func nodes(f *fbuf, rb fbTable) ([][2]int64, bool) {
+	return nodesInto(f, rb, nil)
+}
+
+// nodesInto is nodes, into dst's memory when it has the room (the result
+// then aliases dst).
+func nodesInto(f *fbuf, rb fbTable, dst [][2]int64) ([][2]int64, bool) {
 	start, n, err := f.vector(rb, 1, 16)
 	if err != nil {
 		return nil, false
 	}
-	out := make([][2]int64, n)
+	out := dst[:0]
+	if cap(out) < n {
+		out = make([][2]int64, n)
+	}
+	out = out[:n]
 	for i := range out {
 		p := start + 16*i
 		out[i] = [2]int64{int64(binary.LittleEndian.Uint64(f.b[p:])), int64(binary.LittleEndian.Uint64(f.b[p+8:]))}
@@ -388,11 +398,11 @@ func (p *fastPlan) dictionary(fr *frame, lut []trace.Kind, d *decoder) ([]trace.
 	if !ok || len(ns) != 1 || len(fr.info.buffers) != 3 || ns[0][1] != 0 || ns[0][0] != fr.info.rows {
 		return nil, false
 	}
-	var sc fastScratch
-	defer sc.release()
+	sc := getScratch()
+	defer sc.put()
 	bb := batchBufs{fr: fr}
 	n := int(ns[0][0])
-	offs, data, ok := bb.utf8(0, n, &sc)
+	offs, data, ok := bb.utf8(0, n, sc)
 	if !ok {
 		return nil, false
 	}
@@ -420,9 +430,10 @@ func (p *fastPlan) dictionary(fr *frame, lut []trace.Kind, d *decoder) ([]trace.
 
 // fastScratch holds one goroutine's decompression buffers.
 type fastScratch struct {
-	bufs [3][]byte
-	offs []int32
-	zstd *zstd.Decoder // from zstdDecoders; put back by release
+	bufs  [3][]byte
+	offs  []int32
+	nodes [][2]int64    // a record batch's field nodes (batchCols)
+	zstd  *zstd.Decoder // from zstdDecoders; put back by release
 }
 
 // release returns what sc borrowed.
@@ -431,6 +442,41 @@ func (sc *fastScratch) release() {
 		zstdDecoders.Put(sc.zstd)
 		sc.zstd = nil
 	}
+}
+
+// scratchPool keeps decompression scratch from one read to the next. A
+// streamed read of a fleet's 4096 rank files made its workers' buffers
+// anew for every file: 6 bytes an event of garbage, which the runtime
+// hands back to the system and then faults in again, at up to 14 µs a
+// page on the virtual machines ppprof is measured on (docs/performance.md,
+// "Memory is time here"; BenchmarkDecompressOnly/decode faulted 30K pages
+// a pass over 24.7M events).
+var scratchPool = sync.Pool{New: func() any { return new(fastScratch) }}
+
+// maxPooledScratch is the largest buffer a pooled scratch keeps: an
+// unusual file's large batch does not stay pinned in the pool.
+const maxPooledScratch = 4 << 20
+
+// getScratch returns a scratch from the pool; put it back with put.
+func getScratch() *fastScratch { return scratchPool.Get().(*fastScratch) }
+
+// put releases sc and hands it back to the pool, without its buffers
+// over maxPooledScratch. sc must not be used afterwards, nor anything
+// that aliases its buffers.
+func (sc *fastScratch) put() {
+	sc.release()
+	for i := range sc.bufs {
+		if cap(sc.bufs[i]) > maxPooledScratch {
+			sc.bufs[i] = nil
+		}
+	}
+	if 4*cap(sc.offs) > maxPooledScratch {
+		sc.offs = nil
+	}
+	if 16*cap(sc.nodes) > maxPooledScratch {
+		sc.nodes = nil
+	}
+	scratchPool.Put(sc)
 }
 
 // zstdDecoders holds single-goroutine zstd decoders (DecodeAll only), shared
@@ -569,10 +615,11 @@ func (p *fastPlan) cols(fr *frame, sc *fastScratch) (bc batchCols, ok bool) {
 	if !ok {
 		return bc, false
 	}
-	ns, ok := nodes(f, rb)
+	ns, ok := nodesInto(f, rb, sc.nodes)
 	if !ok || len(ns) != len(p.fields) || len(fr.info.buffers) != p.nbuf {
 		return bc, false
 	}
+	sc.nodes = ns
 	return batchCols{p: p, bb: batchBufs{fr: fr}, ns: ns, n: int(fr.info.rows), sc: sc}, true
 }
 

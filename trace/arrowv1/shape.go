@@ -92,8 +92,8 @@ func shapeFrames(frames []frame, size int, into *trace.Trace) (t *trace.Trace, o
 			Chunk: make([]int32, rows)}
 	}
 	d := newDecoder()
-	var sc fastScratch
-	defer sc.release()
+	sc := getScratch()
+	defer sc.put()
 	var lut []trace.Kind
 	base := 0
 	for i := range frames[1:] {
@@ -104,7 +104,7 @@ func shapeFrames(frames []frame, size int, into *trace.Trace) (t *trace.Trace, o
 				return nil, false
 			}
 		case headerRecordBatch:
-			if !plan.shapeBatch(t, base, fr, lut, d, &sc) {
+			if !plan.shapeBatch(t, base, fr, lut, d, sc) {
 				return nil, false
 			}
 			base += int(fr.info.rows)

@@ -43,8 +43,8 @@ func StepRuns(data []byte) (runs []StepRun, ix *Index, ok bool) {
 	}
 	ix = &Index{size: len(data), schema: frames[0].start}
 	fi := plan.col[trace.ColStep]
-	var sc fastScratch
-	defer sc.release()
+	sc := getScratch()
+	defer sc.put()
 	var steps []int64
 	for i := range frames[1:] {
 		fr := &frames[1+i]
@@ -69,15 +69,16 @@ func StepRuns(data []byte) (runs []StepRun, ix *Index, ok bool) {
 		if !ok {
 			return nil, nil, false
 		}
-		ns, ok := nodes(f, rb)
+		ns, ok := nodesInto(f, rb, sc.nodes)
 		if !ok || len(ns) != len(plan.fields) || len(fr.info.buffers) != plan.nbuf || ns[fi][0] != int64(n) || ns[fi][1] != 0 {
 			return nil, nil, false
 		}
+		sc.nodes = ns
 		if cap(steps) < n {
 			steps = make([]int64, n)
 		}
 		steps = steps[:n]
-		raw, ok := batchBufs{fr: fr}.read(plan.fields[fi].buf+1, bytesOf(steps), &sc, 1)
+		raw, ok := batchBufs{fr: fr}.read(plan.fields[fi].buf+1, bytesOf(steps), sc, 1)
 		if !ok || len(raw) < 8*n {
 			return nil, nil, false
 		}
