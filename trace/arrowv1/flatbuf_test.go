@@ -1,11 +1,15 @@
 package arrowv1
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
 )
 
@@ -94,5 +98,67 @@ func TestVerifierBounds(t *testing.T) {
 			b[i] = v
 			verifyMessage(b)
 		}
+	}
+}
+
+// TestRecordBatchBuffersAnyAlignment checks that a record batch's buffer
+// list reads the same wherever its message lies: in place (a view of the
+// message, when the list is 8-byte aligned) or copied (when it is not).
+func TestRecordBatchBuffersAnyAlignment(t *testing.T) {
+	tr := randomTrace(newRand(5), 300, testKinds)
+	var buf bytes.Buffer
+	if err := writeStream(&buf, tr, Options{Compression: LZ4, BatchRows: 100}, memory.DefaultAllocator); err != nil {
+		t.Fatal(err)
+	}
+	frames, err := framesOf(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches, views, copies := 0, 0, 0
+	for _, fr := range frames {
+		if fr.info.header != headerRecordBatch {
+			continue
+		}
+		batches++
+		// The list as written, read without this package's decoder.
+		f := &fbuf{b: fr.meta}
+		m, _ := f.root()
+		hdr, _, _ := f.subTable(m, 2)
+		start, n, err := f.vector(hdr, 2, 16)
+		if err != nil || n == 0 {
+			t.Fatalf("batch %d: buffer list: %v (%d buffers)", batches, err, n)
+		}
+		want := make([][2]int64, n)
+		for i := range want {
+			_ = binary.Read(bytes.NewReader(fr.meta[start+16*i:start+16*i+16]), binary.LittleEndian, &want[i])
+		}
+		for shift := range 8 {
+			mem := make([]byte, len(fr.meta)+8) // 8-byte aligned, as Go allocates
+			meta := mem[shift : shift+len(fr.meta)]
+			copy(meta, fr.meta)
+			info, err := verifyMessage(meta)
+			if err != nil {
+				t.Fatalf("batch %d shifted by %d: %v", batches, shift, err)
+			}
+			if !slices.Equal(info.buffers, want) {
+				t.Fatalf("batch %d shifted by %d: buffers %v, want %v", batches, shift, info.buffers, want)
+			}
+			if !info.compressed || info.codec != codecLZ4 || info.rows <= 0 {
+				t.Fatalf("batch %d shifted by %d: compressed %v codec %d rows %d", batches, shift, info.compressed, info.codec, info.rows)
+			}
+			at := uintptr(unsafe.Pointer(&info.buffers[0]))
+			inMeta := at >= uintptr(unsafe.Pointer(&meta[0])) && at < uintptr(unsafe.Pointer(&meta[0]))+uintptr(len(meta))
+			if aligned := uintptr(unsafe.Pointer(&meta[start]))%8 == 0; inMeta != aligned {
+				t.Fatalf("batch %d shifted by %d: list in the message %v, aligned %v", batches, shift, inMeta, aligned)
+			}
+			if inMeta {
+				views++
+			} else {
+				copies++
+			}
+		}
+	}
+	if batches < 3 || views == 0 || copies == 0 {
+		t.Fatalf("%d batches, %d lists read in place and %d copied: want both", batches, views, copies)
 	}
 }

@@ -3,6 +3,7 @@ package arrowv1
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 )
 
 // Arrow IPC flatbuffer constants (format/Message.fbs, Schema.fbs, File.fbs).
@@ -192,6 +193,14 @@ func verifyRecordBatch(f *fbuf, rb fbTable, info *msgInfo) error {
 	if err != nil {
 		return err
 	}
+	if at := unsafe.Pointer(unsafe.SliceData(f.b[bufStart:])); littleEndian && uintptr(at)%8 == 0 {
+		// The flatbuffer's (offset, length) pairs as they lie in the
+		// message: a frame already holds the input (its body), and a
+		// read of a fleet's rank files allocated 3.5 bytes an event
+		// copying them.
+		info.buffers = unsafe.Slice((*[2]int64)(at), nbuf)
+		return verifyCompression(f, rb, info)
+	}
 	info.buffers = make([][2]int64, nbuf)
 	for i := range info.buffers {
 		p := bufStart + 16*i
@@ -200,6 +209,13 @@ func verifyRecordBatch(f *fbuf, rb fbTable, info *msgInfo) error {
 			int64(binary.LittleEndian.Uint64(f.b[p+8:])),
 		}
 	}
+	return verifyCompression(f, rb, info)
+}
+
+// verifyCompression checks a RecordBatch table's compression (3) and
+// variadic buffer counts (4), against the nbuf buffers of info.
+func verifyCompression(f *fbuf, rb fbTable, info *msgInfo) error {
+	nbuf := len(info.buffers)
 	if c, ok, err := f.subTable(rb, 3); err != nil {
 		return err
 	} else if ok {
