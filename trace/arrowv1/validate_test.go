@@ -10,7 +10,9 @@ import (
 
 // TestQuickValid: validate gives t.Validate's answer on traces of one
 // rank broken in every way Validate checks, and takes the quick path
-// (quickValid) for the unbroken ones.
+// (trace.OneRankValid) for the unbroken ones. Traces of up to 300 rows:
+// from 64 rows on, the AVX2 kernels check most of the columns, the Go
+// loops the rows after a multiple of their width.
 func TestQuickValid(t *testing.T) {
 	rng := newRand(3)
 	breaks := []func(tr *trace.Trace, i int){
@@ -44,10 +46,29 @@ func TestQuickValid(t *testing.T) {
 		func(tr *trace.Trace, i int) { tr.GroupSeq[i] = -2 },
 		func(tr *trace.Trace, i int) { tr.GroupSeq[i] = math.MaxInt64 }, // valid, but not quick
 		func(tr *trace.Trace, i int) { tr.Shape = tr.Shape[:i] },
+		// A column negative on every row: one value throughout, but not
+		// a valid one.
+		func(tr *trace.Trace, _ int) { fillCol(tr.Rank, -1) },
+		func(tr *trace.Trace, _ int) { fillCol(tr.Pipeline, -2) },
+		func(tr *trace.Trace, _ int) { fillCol(tr.Stage, -1) },
+		func(tr *trace.Trace, _ int) { fillCol(tr.TPRank, -7) },
+		// Values whose differences wrap in 64 bits.
+		func(tr *trace.Trace, i int) { tr.Seq[i] = math.MaxInt64 },
+		func(tr *trace.Trace, i int) {
+			tr.Seq[i] = math.MinInt64
+			if i > 0 {
+				tr.Seq[i-1] = math.MaxInt64
+			}
+		},
+		func(tr *trace.Trace, i int) { tr.StartNs[i], tr.EndNs[i] = trace.NoTime, -5 },
+		func(tr *trace.Trace, i int) { tr.StartNs[i], tr.EndNs[i] = 2, math.MinInt64+1 },
+		func(tr *trace.Trace, i int) { tr.Flops[i] = math.Copysign(0, -1) }, // valid, but not quick
+		func(tr *trace.Trace, i int) { tr.Flops[i] = math.MaxFloat64 },
+		func(tr *trace.Trace, i int) { tr.Flops[i] = math.Inf(-1) },
 	}
 	quick := 0
 	for trial := range 200 {
-		rows := 1 + rng.Intn(40)
+		rows := 1 + rng.Intn(300)
 		tr := randomTrace(rng, rows, testKinds)
 		// One rank: the first row's, on every row.
 		for i := range tr.Rank {
@@ -60,7 +81,7 @@ func TestQuickValid(t *testing.T) {
 		if err := tr.Validate(); err != nil {
 			t.Fatalf("trial %d: the unbroken trace: %v", trial, err)
 		}
-		if quickValid(tr) {
+		if tr.OneRankValid() {
 			quick++
 		}
 		for b, brk := range breaks {
@@ -75,6 +96,13 @@ func TestQuickValid(t *testing.T) {
 	}
 	if quick < 150 {
 		t.Errorf("only %d of 200 valid one-rank traces took the quick path", quick)
+	}
+}
+
+// fillCol sets every row of c to v.
+func fillCol[T any](c []T, v T) {
+	for i := range c {
+		c[i] = v
 	}
 }
 
