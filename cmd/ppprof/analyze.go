@@ -102,8 +102,9 @@ func analyzeRun(opts *analyzeOptions) error {
 	return checkGates(gates, vals, opts.stderr)
 }
 
-// readAs is told how analyze reads its input ("whole" or "streamed"): a
-// hook for the tests, which see the same output either way.
+// readAs is told how analyze or hang (also export and whatif, streamed)
+// reads its input ("whole" or "streamed"): a hook for the tests, which see
+// the same output either way.
 var readAs = func(string) {}
 
 // analyzeWhole is analyze of a trace read whole (ingest.Open, analyze.Run).

@@ -75,7 +75,7 @@ func hangRun(opts *hangOptions) error {
 	if opts.worldSize < 0 {
 		return fmt.Errorf("--world-size %d: want >= 0", opts.worldSize)
 	}
-	plan, err := planStreamFor(opts.paths, opts.stream, opts.memory, false, hangBytesPerEvent)
+	plan, err := planStreamFast(opts.paths, opts.stream, opts.memory, false, hangBytesPerEvent, hangAutoStreamRows)
 	if err != nil {
 		return err
 	}
@@ -106,8 +106,22 @@ func hangRun(opts *hangOptions) error {
 // would need more than half the memory.
 const hangBytesPerEvent = 200
 
+// hangAutoStreamRows: under --stream auto, hang streams an input of Arrow
+// files that fits in memory from this many events on (and in at least
+// autoStreamChunks chunks), for speed: a job's hung rank files read whole
+// cost their model's fresh memory (1.6 GB for 12.3M events), which this
+// host pays for in kernel time. Twenty-sixth session, hung fleet jobs
+// (PP 16 x TP 8 x DP 32, 32 replicas), three runs each in turns, read
+// whole against streamed: 3.1M events 0.79-1.08 s against 0.95-1.13 s;
+// 6.2M 0.86-1.66 s against 1.29-1.44 s; 12.3M 2.6-3.8 s (1.58 GB)
+// against 1.8-2.7 s (0.18 GB); 18.5M 3.2-4.4 s (2.31 GB) against 2.0-2.7
+// s (0.15-0.18 GB); the same reports (docs/performance-history.md,
+// "Before and after the twenty-sixth session"). A variable for the tests.
+var hangAutoStreamRows int64 = 8_000_000
+
 // hangWhole is hang of a trace read whole (ingest.Open, hang.Run).
 func hangWhole(opts *hangOptions) (*hang.Report, error) {
+	readAs("whole")
 	if opts.stream == "never" { // auto reads whole only what fits
 		if err := checkFitsWhole(opts.paths, "use --stream auto (the default) or always"); err != nil {
 			return nil, err
@@ -141,10 +155,11 @@ func hangWhole(opts *hangOptions) (*hang.Report, error) {
 // cannot be chunked (other tools' formats, Flight Recorder dumps) is read
 // whole after all.
 func hangStreamed(opts *hangOptions, plan streamPlan) (*hang.Report, error) {
-	ch, whole, err := openChunks(opts.paths, plan, opts.stderr, opts.quiet)
+	ch, whole, err := openChunksAuto(opts.paths, plan, opts.stderr, opts.quiet, false)
 	if whole {
 		return hangWhole(opts)
 	}
+	readAs("streamed")
 	if err != nil {
 		return nil, err
 	}

@@ -84,8 +84,16 @@ type streamPlan struct {
 // (when not 0) that fits is streamed too, optionally
 // (streamPlan.optional).
 func planStream(paths []string, mode, maxMemory string, maps bool) (streamPlan, error) {
-	p, err := planStreamFor(paths, mode, maxMemory, maps, analysedBytesPerEvent)
-	if err == nil && mode == "auto" && !maps && !p.stream && p.exact && autoStreamRows > 0 && p.rows >= autoStreamRows {
+	return planStreamFast(paths, mode, maxMemory, maps, analysedBytesPerEvent, autoStreamRows)
+}
+
+// planStreamFast is planStreamFor, and under auto an input of Arrow files
+// of at least rows events (0: never) that fits is streamed too,
+// optionally (streamPlan.optional; openChunksAuto reads it whole after all
+// when it makes fewer than autoStreamChunks chunks).
+func planStreamFast(paths []string, mode, maxMemory string, maps bool, perEvent, rows int64) (streamPlan, error) {
+	p, err := planStreamFor(paths, mode, maxMemory, maps, perEvent)
+	if err == nil && mode == "auto" && !maps && !p.stream && p.exact && rows > 0 && p.rows >= rows {
 		p.stream, p.optional = true, true
 	}
 	return p, err
@@ -172,36 +180,12 @@ var cutAs = func(cut, chunks int) {}
 // analyze.RunChunks). Under --stream auto, input that cannot be chunked
 // (other tools' formats) is read whole after all.
 func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyze.Report, error) {
-	setMemoryLimit()
-	opt, prog := readingOptions(opts.stderr, opts.quiet)
-	if opts.noWarn {
-		opt.Warn = nil
-	}
-	warn := opt.Warn
-	if plan.optional {
-		opt.Warn = nil // printed below, unless read whole after all
-	}
-	ch, err := ingest.OpenChunks(opts.paths, plan.chunkRows, opt)
-	prog.done()
-	if plan.optional && (err != nil || ch.NumChunks() < autoStreamChunks && !plan.oneStep) {
-		// Not worth streaming, or not possible: the whole read says what
-		// is wrong, if anything, as without streaming.
+	ch, whole, err := openChunksAuto(opts.paths, plan, opts.stderr, opts.quiet, opts.noWarn)
+	if whole {
 		return analyzeWhole(opts, step)
-	}
-	if errors.Is(err, ingest.ErrNotChunkable) && plan.mode == "auto" {
-		return analyzeWhole(opts, step)
-	}
-	if plan.optional && warn != nil {
-		for _, w := range ch.Warnings {
-			warn(w)
-		}
-		prog.done() // the warnings held back
 	}
 	readAs("streamed")
 	if err != nil {
-		if errors.Is(err, ingest.ErrNotChunkable) {
-			return nil, fmt.Errorf("--stream always: %w: use --stream never", err)
-		}
 		return nil, err
 	}
 	if !plan.optional {
@@ -230,6 +214,48 @@ func analyzeStreamed(opts *analyzeOptions, step int64, plan streamPlan) (*analyz
 		return nil, fmt.Errorf("analyzing %s: %w", describePaths(opts.paths), err)
 	}
 	return rep, nil
+}
+
+// openChunksAuto opens paths as chunks of plan.chunkRows events for
+// analyze or hang (with progress on stderr; no warnings with noWarn).
+// whole is true when the command reads its input whole after all: input
+// that cannot be chunked (other tools' formats) under --stream auto, and
+// an optional stream (streamPlan.optional: for speed, not for memory) of
+// fewer than autoStreamChunks chunks, not worth streaming, or that could
+// not be opened, whose whole read then says what is wrong, as without
+// streaming. An optional stream's warnings are held back until it
+// streams: printed once either way.
+func openChunksAuto(paths []string, plan streamPlan, stderr io.Writer, quiet, noWarn bool) (ch *ingest.Chunks, whole bool, err error) {
+	setMemoryLimit()
+	opt, prog := readingOptions(stderr, quiet)
+	if noWarn {
+		opt.Warn = nil
+	}
+	warn := opt.Warn
+	if plan.optional {
+		opt.Warn = nil // printed below, unless read whole after all
+	}
+	ch, err = ingest.OpenChunks(paths, plan.chunkRows, opt)
+	prog.done()
+	if plan.optional && (err != nil || ch.NumChunks() < autoStreamChunks && !plan.oneStep) {
+		return nil, true, nil
+	}
+	if errors.Is(err, ingest.ErrNotChunkable) {
+		if plan.mode == "auto" {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("--stream always: %w: use --stream never", err)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if plan.optional && warn != nil {
+		for _, w := range ch.Warnings {
+			warn(w)
+		}
+		prog.done() // the warnings held back
+	}
+	return ch, false, nil
 }
 
 // openChunks opens paths as chunks of plan.chunkRows events for a

@@ -176,58 +176,74 @@ func TestParseBytes(t *testing.T) {
 }
 
 // TestAnalyzeStreamAutoFits: under --stream auto, a large input that fits
-// in memory is streamed when its files make enough chunks (a job of many
-// replicas), and read whole when they do not (one replica), with the same
-// output and the same warnings, printed once, either way.
+// in memory is streamed by analyze and hang when its files make enough
+// chunks (a job of many replicas), and read whole when they do not (one
+// replica), with the same output, exit status and warnings, printed once,
+// either way.
 func TestAnalyzeStreamAutoFits(t *testing.T) {
 	var modes []string
-	defer func(rows int64, f func(string)) { autoStreamRows, readAs = rows, f }(autoStreamRows, readAs)
+	defer func(rows, hangRows int64, f func(string)) {
+		autoStreamRows, hangAutoStreamRows, readAs = rows, hangRows, f
+	}(autoStreamRows, hangAutoStreamRows, readAs)
 	readAs = func(m string) { modes = append(modes, m) }
-	autoStreamRows = 1
+	autoStreamRows, hangAutoStreamRows = 1, 1
 	sim := []string{"simulate", "--fleet", "--schedule", "1f1b", "--stages", "4", "--microbatches", "8",
 		"--steps", "3", "--tp", "2", "--jitter", "0.1", "--opt-ms", "1", "--fleet-batch-rows", "64"}
-	for _, tc := range []struct {
-		dp   int
-		want string
-	}{{4, "streamed"}, {1, "whole"}} {
-		dir := t.TempDir()
-		if _, stderr, code := ppprof(t, append(slices.Clone(sim), "--dp", strconv.Itoa(tc.dp), "-o", dir)...); code != 0 {
-			t.Fatalf("simulate --fleet: exit %d: %s", code, stderr)
-		}
-		// A rank file that lost its tail: a warning to print once.
-		cutTail(t, filepath.Join(dir, "rank-00005.arrows"))
-		rows, exact, err := ingest.CountRows([]string{dir})
-		if err != nil || !exact {
-			t.Fatalf("CountRows: %d, %v, %v", rows, exact, err)
-		}
-		// Memory for twice the trace analysed whole (so auto would not
-		// stream for memory), in chunks of a fifth of it: one replica each.
-		mem := strconv.FormatInt(rows*analysedBytesPerEvent*2+1, 10)
-		plan, err := planStream([]string{dir}, "auto", mem, false)
-		if err != nil || !plan.stream || !plan.optional {
-			t.Fatalf("dp %d: plan %+v, %v: want an optional stream", tc.dp, plan, err)
-		}
-		wantOut, wantErr, code := ppprof(t, "analyze", "--stream", "never", "--format", "json", dir)
-		if code != 0 || !strings.Contains(wantErr, "rank-00005.arrows") {
-			t.Fatalf("dp %d, --stream never: exit %d, stderr %q", tc.dp, code, wantErr)
-		}
-		modes = nil
-		out, stderr, code := ppprof(t, "analyze", "--max-memory", mem, "--format", "json", dir)
-		if code != 0 || out != wantOut || stderr != wantErr {
-			t.Errorf("dp %d, auto: exit %d, same output %v, stderr %q, want %q", tc.dp, code, out == wantOut, stderr, wantErr)
-		}
-		if len(modes) != 1 || modes[0] != tc.want {
-			t.Errorf("dp %d, auto: read %v, want %s", tc.dp, modes, tc.want)
-		}
-		// A file that is not a trace any more: the same error either way
-		// (auto gives up streaming and the whole read says what is wrong).
-		if err := os.WriteFile(filepath.Join(dir, "rank-00002.arrows"), []byte("ARROW1\x00\x00garbage"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, wantErr, wantCode := ppprof(t, "analyze", "--stream", "never", dir)
-		_, gotErr, gotCode := ppprof(t, "analyze", "--max-memory", mem, dir)
-		if wantCode != 1 || gotCode != wantCode || gotErr != wantErr {
-			t.Errorf("dp %d, a corrupt file: auto exit %d %q, never exit %d %q", tc.dp, gotCode, gotErr, wantCode, wantErr)
+	for _, cmd := range []struct {
+		name     string
+		perEvent int64
+		rows     *int64
+		args     []string // simulate's, for the job the command reads
+	}{
+		{"analyze", analysedBytesPerEvent, &autoStreamRows, nil},
+		{"hang", hangBytesPerEvent, &hangAutoStreamRows, []string{"--fault", "skip:rank=2,step=2,mb=5"}},
+	} {
+		for _, tc := range []struct {
+			dp   int
+			want string
+		}{{4, "streamed"}, {1, "whole"}} {
+			dir := t.TempDir()
+			args := append(slices.Clone(sim), append(cmd.args, "--dp", strconv.Itoa(tc.dp), "-o", dir)...)
+			if _, stderr, code := ppprof(t, args...); code != 0 {
+				t.Fatalf("%s: simulate --fleet: exit %d: %s", cmd.name, code, stderr)
+			}
+			// A rank file that lost its tail: a warning to print once.
+			cutTail(t, filepath.Join(dir, "rank-00005.arrows"))
+			rows, exact, err := ingest.CountRows([]string{dir})
+			if err != nil || !exact {
+				t.Fatalf("CountRows: %d, %v, %v", rows, exact, err)
+			}
+			// Memory for twice the trace read whole (so auto would not
+			// stream for memory), in chunks of a fifth of it: one replica
+			// each.
+			mem := strconv.FormatInt(rows*cmd.perEvent*2+1, 10)
+			plan, err := planStreamFast([]string{dir}, "auto", mem, false, cmd.perEvent, *cmd.rows)
+			if err != nil || !plan.stream || !plan.optional {
+				t.Fatalf("%s, dp %d: plan %+v, %v: want an optional stream", cmd.name, tc.dp, plan, err)
+			}
+			wantOut, wantErr, wantCode := ppprof(t, cmd.name, "--stream", "never", "--format", "json", dir)
+			if !strings.Contains(wantErr, "rank-00005.arrows") || wantCode != exitOK && cmd.name == "analyze" {
+				t.Fatalf("%s, dp %d, --stream never: exit %d, stderr %q", cmd.name, tc.dp, wantCode, wantErr)
+			}
+			modes = nil
+			out, stderr, code := ppprof(t, cmd.name, "--max-memory", mem, "--format", "json", dir)
+			if code != wantCode || out != wantOut || stderr != wantErr {
+				t.Errorf("%s, dp %d, auto: exit %d (want %d), same output %v, stderr %q, want %q", cmd.name, tc.dp, code, wantCode, out == wantOut, stderr, wantErr)
+			}
+			if len(modes) != 1 || modes[0] != tc.want {
+				t.Errorf("%s, dp %d, auto: read %v, want %s", cmd.name, tc.dp, modes, tc.want)
+			}
+			// A file that is not a trace any more: the same error either
+			// way (auto gives up streaming and the whole read says what
+			// is wrong).
+			if err := os.WriteFile(filepath.Join(dir, "rank-00002.arrows"), []byte("ARROW1\x00\x00garbage"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, wantErr, wantCode = ppprof(t, cmd.name, "--stream", "never", dir)
+			_, gotErr, gotCode := ppprof(t, cmd.name, "--max-memory", mem, dir)
+			if wantCode != 1 || gotCode != wantCode || gotErr != wantErr {
+				t.Errorf("%s, dp %d, a corrupt file: auto exit %d %q, never exit %d %q", cmd.name, tc.dp, gotCode, gotErr, wantCode, wantErr)
+			}
 		}
 	}
 }
