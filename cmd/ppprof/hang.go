@@ -115,8 +115,12 @@ const hangBytesPerEvent = 200
 // whole against streamed: 3.1M events 0.79-1.08 s against 0.95-1.13 s;
 // 6.2M 0.86-1.66 s against 1.29-1.44 s; 12.3M 2.6-3.8 s (1.58 GB)
 // against 1.8-2.7 s (0.18 GB); 18.5M 3.2-4.4 s (2.31 GB) against 2.0-2.7
-// s (0.15-0.18 GB); the same reports (docs/performance-history.md,
-// "Before and after the twenty-sixth session"). A variable for the tests.
+// s (0.15-0.18 GB); dumps missing ranks (the first 1024 or 2048 of a
+// 24.7M-event job's 4096 rank files, which the twenty-second session found
+// slower streamed), 6.2M events 0.53-2.38 s against 1.19-1.39 s, 12.3M
+// 2.9-3.3 s against 1.7-2.2 s; the same reports (docs/performance-
+// history.md, "Before and after the twenty-sixth session"). A variable
+// for the tests.
 var hangAutoStreamRows int64 = 8_000_000
 
 // hangWhole is hang of a trace read whole (ingest.Open, hang.Run).
