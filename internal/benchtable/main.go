@@ -32,6 +32,7 @@ import (
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/analyze/hang"
 	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/internal/freshmem"
 	"github.com/ppprof/ppprof/sim"
 	"github.com/ppprof/ppprof/trace"
 	"github.com/ppprof/ppprof/trace/arrowv1"
@@ -41,7 +42,7 @@ func main() {
 	dir := flag.String("dir", "", "directory of per-rank Arrow streams (ppprof simulate --fleet -o DIR)")
 	bin := flag.String("ppprof", "", "ppprof binary, for the end-to-end run in a fresh process")
 	runs := flag.Int("runs", 5, "runs per measurement; the median is reported")
-	only := flag.String("only", "", "comma-separated sections to run (read,decode,open,analyze,e2e,stream,whatif,hang,scale,disk); all when empty")
+	only := flag.String("only", "", "comma-separated sections to run (fresh,read,decode,open,analyze,e2e,stream,whatif,hang,scale,disk); all when empty")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	footer := flag.Bool("footer", true, "print the load average after the table (bench/run.sh adds rows first)")
 	flag.Parse()
@@ -56,6 +57,9 @@ func main() {
 	b := &bench{dir: *dir, bin: *bin, runs: *runs, procs: runtime.GOMAXPROCS(0)}
 	want := func(s string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), s) }
 	b.header()
+	if want("fresh") {
+		b.freshMemory()
+	}
 	if b.dir != "" {
 		b.files()
 		// The fresh processes run before this one decodes anything: a
@@ -136,10 +140,51 @@ func (b *bench) header() {
 	}
 	fmt.Printf("machine: %s, %s, %d cores (GOMAXPROCS %d), %s, %s/%s, %s\n", host, cpu, runtime.NumCPU(), b.procs,
 		memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	if r := freshmem.Reporting(); r != "" {
+		// Memory any process frees goes back to the host at once, and
+		// costs a fresh page's price when touched again (fresh, below).
+		fmt.Printf("free page reporting: on (%s)\n", r)
+	}
 	fmt.Printf("load average at start: %s\n", loadAvg())
 	fmt.Printf("figures: median of %d runs [min-max]\n\n", b.runs)
 	fmt.Printf("| %-44s | %-30s | %s |\n", "measurement", "median [min-max]", "notes")
 	fmt.Printf("| %s | %s | %s |\n", strings.Repeat("-", 44), strings.Repeat("-", 30), "-----")
+}
+
+// freshMemory measures what memory costs the first time it is touched, in 4 KiB
+// pages and in huge pages: 256 MiB mapped and one byte a page written,
+// b.runs times each, every mapping kept until all are measured (memory
+// unmapped a moment before may still be backed by the host, and cheap).
+// Every figure below that touches memory of its own pays this
+// (docs/performance.md, "Memory is time here"); it moves with the host's
+// hour and with what ran just before.
+func (b *bench) freshMemory() {
+	const n = 256 << 20
+	var kept []freshmem.Touched
+	defer func() {
+		for _, m := range kept {
+			freshmem.Release(m)
+		}
+	}()
+	perGiB := func(huge bool) (stats, bool) {
+		var secs []float64
+		for range b.runs {
+			m, err := freshmem.Touch(n, huge)
+			if err != nil {
+				return stats{}, false
+			}
+			kept = append(kept, m)
+			secs = append(secs, m.Took.Seconds()*(1<<30)/n)
+		}
+		return statsOf(secs), true
+	}
+	small, ok := perGiB(false)
+	if !ok {
+		return
+	}
+	huge, _ := perGiB(true)
+	row(fmt.Sprintf("touch fresh memory (%d MiB), 1 core", n>>20), fmt.Sprintf("%.2f s/GiB [%.2f-%.2f]", small.med, small.lo, small.hi),
+		fmt.Sprintf("4 KiB pages; huge pages %.2f s/GiB [%.2f-%.2f]; what the figures below pay for memory they touch first (go run ./bench/faultcost)", huge.med, huge.lo, huge.hi))
 }
 
 func (b *bench) footer() {
