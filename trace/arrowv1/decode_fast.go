@@ -446,7 +446,7 @@ func (sc *fastScratch) release() {
 
 // scratchPool keeps decompression scratch from one read to the next. A
 // streamed read of a fleet's 4096 rank files made its workers' buffers
-// anew for every file: 6 bytes an event of garbage, which the runtime
+// anew for every file: 5 bytes an event of garbage, which the runtime
 // hands back to the system and then faults in again, at up to 14 µs a
 // page on the virtual machines ppprof is measured on (docs/performance.md,
 // "Memory is time here"; BenchmarkDecompressOnly/decode faulted 30K pages
