@@ -18,6 +18,15 @@ func (e *RowError) Error() string {
 	return fmt.Sprintf("row %d (rank %d): %s: %s", e.Row, e.Rank, e.Column, e.Reason)
 }
 
+// ColumnLens returns the lengths of t's columns, in the order of Columns
+// (rank first).
+func (t *Trace) ColumnLens() []int {
+	return []int{len(t.Rank), len(t.Pipeline), len(t.Stage), len(t.TPRank), len(t.Chunk), len(t.Step),
+		len(t.MicroBatch), len(t.Kind), len(t.Seq), len(t.IssueNs), len(t.StartNs), len(t.EndNs),
+		len(t.Peer), len(t.Bytes), len(t.Shape), len(t.Dtype), len(t.Tokens), len(t.Flops), len(t.MemBytes),
+		len(t.Group), len(t.GroupSeq)}
+}
+
 // Validate is the validity gate every reader runs before handing a trace to
 // analyses. It checks each row on its own (kinds, ranges, times) and the
 // rules that tie rows together: within a rank, seq strictly increases in row
@@ -25,13 +34,9 @@ func (e *RowError) Error() string {
 // It returns the first violation as a *RowError.
 func (t *Trace) Validate() error {
 	n := t.Len()
-	cols := []int{len(t.Pipeline), len(t.Stage), len(t.TPRank), len(t.Chunk), len(t.Step),
-		len(t.MicroBatch), len(t.Kind), len(t.Seq), len(t.IssueNs), len(t.StartNs), len(t.EndNs),
-		len(t.Peer), len(t.Bytes), len(t.Shape), len(t.Dtype), len(t.Tokens), len(t.Flops), len(t.MemBytes),
-		len(t.Group), len(t.GroupSeq)}
-	for i, c := range cols {
+	for i, c := range t.ColumnLens() {
 		if c != n {
-			return fmt.Errorf("column %s has %d rows, rank has %d", Columns[i+1], c, n)
+			return fmt.Errorf("column %s has %d rows, rank has %d", Columns[i], c, n)
 		}
 	}
 	type rankState struct {

@@ -15,10 +15,7 @@ func (t *Trace) OneRankValid() bool {
 	if n == 0 {
 		return false
 	}
-	for _, c := range []int{len(t.Pipeline), len(t.Stage), len(t.TPRank), len(t.Chunk), len(t.Step),
-		len(t.MicroBatch), len(t.Kind), len(t.Seq), len(t.IssueNs), len(t.StartNs), len(t.EndNs),
-		len(t.Peer), len(t.Bytes), len(t.Shape), len(t.Dtype), len(t.Tokens), len(t.Flops), len(t.MemBytes),
-		len(t.Group), len(t.GroupSeq)} {
+	for _, c := range t.ColumnLens() {
 		if c != n {
 			return false
 		}

@@ -115,20 +115,12 @@ func (r *rowRange) view(meta trace.Meta) *trace.Trace {
 
 // fits reports whether every column of t holds at least n rows.
 func fits(t *trace.Trace, n int) bool {
-	for _, l := range colLens(t) {
+	for _, l := range t.ColumnLens() {
 		if l < n {
 			return false
 		}
 	}
 	return true
-}
-
-// colLens returns the lengths of t's columns.
-func colLens(t *trace.Trace) []int {
-	return []int{len(t.Rank), len(t.Pipeline), len(t.Stage), len(t.TPRank), len(t.Chunk), len(t.Step),
-		len(t.MicroBatch), len(t.Kind), len(t.Seq), len(t.IssueNs), len(t.StartNs), len(t.EndNs),
-		len(t.Peer), len(t.Bytes), len(t.Shape), len(t.Dtype), len(t.Tokens), len(t.Flops), len(t.MemBytes),
-		len(t.Group), len(t.GroupSeq)}
 }
 
 // IsRows reports whether every column of v is exactly rows [off, off+n) of
@@ -138,7 +130,7 @@ func IsRows(v, t *trace.Trace, off, n int) bool {
 	if v == nil || t == nil || off < 0 || n < 0 || !fits(t, off+n) {
 		return false
 	}
-	for _, l := range colLens(v) {
+	for _, l := range v.ColumnLens() {
 		if l != n {
 			return false
 		}
