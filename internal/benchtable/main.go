@@ -182,9 +182,12 @@ func (b *bench) freshMemory() {
 	if !ok {
 		return
 	}
-	huge, _ := perGiB(true)
+	hugeNote := "huge pages not measured (madvise refused)"
+	if huge, ok := perGiB(true); ok {
+		hugeNote = fmt.Sprintf("huge pages %.2f s/GiB [%.2f-%.2f]", huge.med, huge.lo, huge.hi)
+	}
 	row(fmt.Sprintf("touch fresh memory (%d MiB), 1 core", n>>20), fmt.Sprintf("%.2f s/GiB [%.2f-%.2f]", small.med, small.lo, small.hi),
-		fmt.Sprintf("4 KiB pages; huge pages %.2f s/GiB [%.2f-%.2f]; what the figures below pay for memory they touch first (go run ./bench/faultcost)", huge.med, huge.lo, huge.hi))
+		"4 KiB pages; "+hugeNote+"; what the figures below pay for memory they touch first (go run ./bench/faultcost)")
 }
 
 func (b *bench) footer() {
