@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"cmp"
 	"errors"
 	"fmt"
@@ -8,7 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -115,21 +120,63 @@ func parquetSchema() (*schema.GroupNode, error) {
 // column statistics; each file's key-value metadata holds the trace's
 // metadata and ppprof.parquet.
 func WriteParquet(dir string, t *trace.Trace) error {
-	if err := prepareDir(dir); err != nil {
+	w, err := NewParquetWriter(dir)
+	if err != nil {
 		return err
+	}
+	return w.Write(t)
+}
+
+// ParquetWriter writes a trace's events as WriteParquet does, one part of
+// the trace at a time: a streamed export hands it the chunks (pipeline
+// replicas) of a trace too large to hold whole, and the files are those
+// WriteParquet writes of the whole trace when no (step, rank) spans two
+// parts. A (step, rank) met again in a later part gets a file of its own
+// beside the first (part-1.parquet, ...): readers of hive partitions take
+// every file of a partition's directory. A part's files are written on
+// every core.
+type ParquetWriter struct {
+	dir   string
+	sc    *schema.GroupNode
+	props *parquet.WriterProperties
+	parts map[[2]int64]int // files written per (step, rank)
+	files int
+}
+
+// NewParquetWriter prepares dir (created when missing, else it must be an
+// empty directory) for a ParquetWriter.
+func NewParquetWriter(dir string) (*ParquetWriter, error) {
+	if err := prepareDir(dir); err != nil {
+		return nil, err
 	}
 	sc, err := parquetSchema()
 	if err != nil {
-		return fmt.Errorf("parquet schema: %w", err)
+		return nil, fmt.Errorf("parquet schema: %w", err)
 	}
-	// Rows grouped by (step, rank), each group in seq order.
-	idx := make([]int, t.Len())
-	for i := range idx {
-		idx[i] = i
+	return &ParquetWriter{dir: dir, sc: sc, props: parquetProps(), parts: map[[2]int64]int{}}, nil
+}
+
+// Files is the number of files written so far.
+func (w *ParquetWriter) Files() int { return w.files }
+
+// parquetProps are the files' writer properties: dictionaries for the
+// columns whose values repeat, not for the sequence numbers and times,
+// which never do (their dictionary would be the column again, built at
+// the cost of a hash table).
+func parquetProps() *parquet.WriterProperties {
+	opts := []parquet.WriterProperty{parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(true),
+		parquet.WithStats(true), parquet.WithCreatedBy("ppprof")}
+	for _, c := range []string{"seq", "issue_ns", "start_ns", "end_ns", "duration_ns"} {
+		opts = append(opts, parquet.WithDictionaryFor(c, false))
 	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		return cmp.Or(cmp.Compare(t.Step[a], t.Step[b]), cmp.Compare(t.Rank[a], t.Rank[b]), cmp.Compare(t.Seq[a], t.Seq[b]))
-	})
+	return parquet.NewWriterProperties(opts...)
+}
+
+// Write writes t's events, a file per (step, rank).
+func (w *ParquetWriter) Write(t *trace.Trace) error {
+	if t.Len() == 0 {
+		return nil
+	}
 	kv := metadata.NewKeyValueMetadata()
 	meta := t.Meta.Map()
 	for _, k := range trace.Keys(meta) {
@@ -140,21 +187,81 @@ func WriteParquet(dir string, t *trace.Trace) error {
 	if err := kv.Append("ppprof.parquet", ParquetSchemaVersion); err != nil {
 		return fmt.Errorf("parquet metadata: %w", err)
 	}
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(true),
-		parquet.WithStats(true), parquet.WithCreatedBy("ppprof"))
-	for lo := 0; lo < len(idx); {
-		hi := lo + 1
-		for hi < len(idx) && t.Step[idx[hi]] == t.Step[idx[lo]] && t.Rank[idx[hi]] == t.Rank[idx[lo]] {
-			hi++
-		}
-		rows := idx[lo:hi]
-		part := filepath.Join(dir, fmt.Sprintf("step=%d", t.Step[rows[0]]), fmt.Sprintf("rank=%d", t.Rank[rows[0]]), "part-0.parquet")
-		if err := writeParquetFile(part, sc, props, kv, t, rows); err != nil {
+	idx, bounds := partitionRows(t)
+	paths := make([]string, len(bounds)-1)
+	for p := range paths {
+		r := idx[bounds[p]]
+		key := [2]int64{t.Step[r], int64(t.Rank[r])}
+		n := w.parts[key]
+		w.parts[key] = n + 1
+		paths[p] = filepath.Join(w.dir, fmt.Sprintf("step=%d", key[0]), fmt.Sprintf("rank=%d", key[1]), fmt.Sprintf("part-%d.parquet", n))
+	}
+	// Every core writes files, in turn; the first error (by file order)
+	// is returned, and stops the others at their next file.
+	errs := make([]error, len(paths))
+	var next, failed atomic.Int64
+	failed.Store(int64(len(paths)))
+	nw := max(1, min(runtime.GOMAXPROCS(0), len(paths)))
+	var wg sync.WaitGroup
+	for range nw {
+		wg.Go(func() {
+			sw := &pqScratch{}
+			for {
+				p := int(next.Add(1) - 1)
+				if p >= len(paths) || int64(p) > failed.Load() {
+					return
+				}
+				if err := writeParquetFile(paths[p], w.sc, w.props, kv, t, idx[bounds[p]:bounds[p+1]], sw); err != nil {
+					errs[p] = err
+					for {
+						f := failed.Load()
+						if int64(p) >= f || failed.CompareAndSwap(f, int64(p)) {
+							break
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
-		lo = hi
 	}
+	w.files += len(paths)
 	return nil
+}
+
+// partitionRows returns t's rows grouped by (step, rank), each group in
+// seq order: rows idx[bounds[p]:bounds[p+1]] are group p. A trace in
+// (rank, seq) order whose ranks' steps never go back (what ppprof reads
+// and writes) is grouped in one scan; any other is sorted.
+func partitionRows(t *trace.Trace) (idx []int, bounds []int) {
+	n := t.Len()
+	idx = make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	grouped := true
+	for i := 1; i < n; i++ {
+		if t.Rank[i] < t.Rank[i-1] || t.Rank[i] == t.Rank[i-1] && (t.Seq[i] < t.Seq[i-1] || t.Step[i] < t.Step[i-1]) {
+			grouped = false
+			break
+		}
+	}
+	if !grouped {
+		slices.SortStableFunc(idx, func(a, b int) int {
+			return cmp.Or(cmp.Compare(t.Step[a], t.Step[b]), cmp.Compare(t.Rank[a], t.Rank[b]), cmp.Compare(t.Seq[a], t.Seq[b]))
+		})
+	}
+	bounds = append(bounds, 0)
+	for k := 1; k < n; k++ {
+		if t.Step[idx[k]] != t.Step[idx[k-1]] || t.Rank[idx[k]] != t.Rank[idx[k-1]] {
+			bounds = append(bounds, k)
+		}
+	}
+	return idx, append(bounds, n)
 }
 
 // prepareDir creates dir, or checks that it is an empty directory.
@@ -174,8 +281,18 @@ func prepareDir(dir string) error {
 	return nil
 }
 
+// pqScratch is one writer goroutine's buffers, reused from file to file.
+type pqScratch struct {
+	bw  *bufio.Writer
+	i32 []int32
+	i64 []int64
+	f64 []float64
+	ba  []parquet.ByteArray
+	def []int16
+}
+
 // writeParquetFile writes rows of t to path as one row group.
-func writeParquetFile(path string, sc *schema.GroupNode, props *parquet.WriterProperties, kv metadata.KeyValueMetadata, t *trace.Trace, rows []int) (err error) {
+func writeParquetFile(path string, sc *schema.GroupNode, props *parquet.WriterProperties, kv metadata.KeyValueMetadata, t *trace.Trace, rows []int, sw *pqScratch) (err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("parquet: %w", err)
 	}
@@ -188,9 +305,14 @@ func writeParquetFile(path string, sc *schema.GroupNode, props *parquet.WriterPr
 			err = fmt.Errorf("writing %s: %w", path, cerr)
 		}
 	}()
-	// The writer closes a sink that is an io.Closer; hide f's Close so the
-	// deferred one reports the close error.
-	fw, err := file.NewParquetWriterWithError(struct{ io.Writer }{f}, sc, file.WithWriterProps(props), file.WithWriteMetadata(kv))
+	if sw.bw == nil {
+		sw.bw = bufio.NewWriterSize(f, 256<<10)
+	} else {
+		sw.bw.Reset(f)
+	}
+	// The writer closes a sink that is an io.Closer; hide the file's Close
+	// so the deferred one reports the close error.
+	fw, err := file.NewParquetWriterWithError(struct{ io.Writer }{sw.bw}, sc, file.WithWriterProps(props), file.WithWriteMetadata(kv))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
@@ -203,7 +325,7 @@ func writeParquetFile(path string, sc *schema.GroupNode, props *parquet.WriterPr
 		if err != nil {
 			return fmt.Errorf("writing %s: column %s: %w", path, c.name, err)
 		}
-		if err := writePQColumn(cw, c, t, rows); err != nil {
+		if err := writePQColumn(cw, c, t, rows, sw); err != nil {
 			return fmt.Errorf("writing %s: column %s: %w", path, c.name, err)
 		}
 		if err := cw.Close(); err != nil {
@@ -217,46 +339,68 @@ func writeParquetFile(path string, sc *schema.GroupNode, props *parquet.WriterPr
 	if err := fw.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	if err := sw.bw.Flush(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
 	return nil
 }
 
+// grow returns s with length n, reusing its array when large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
 // writePQColumn writes column c of rows.
-func writePQColumn(cw file.ColumnChunkWriter, c pqCol, t *trace.Trace, rows []int) error {
+func writePQColumn(cw file.ColumnChunkWriter, c pqCol, t *trace.Trace, rows []int, sw *pqScratch) error {
 	n := len(rows)
 	var def []int16
 	if c.optional {
-		def = make([]int16, n)
+		sw.def = grow(sw.def, n)
+		def = sw.def
 	}
 	var err error
 	switch w := cw.(type) {
 	case *file.Int32ColumnChunkWriter:
-		vals := make([]int32, n)
+		vals := grow(sw.i32, n)
+		sw.i32 = vals
 		for k, i := range rows {
 			vals[k] = c.i32(t, i)
 		}
 		_, err = w.WriteBatch(vals, nil, nil)
 	case *file.Int64ColumnChunkWriter:
-		vals := make([]int64, 0, n)
+		vals := grow(sw.i64, n)[:0]
 		for k, i := range rows {
 			v, ok := c.i64(t, i)
 			if ok {
 				vals = append(vals, v)
 			}
-			if def != nil && ok {
-				def[k] = 1
+			if def != nil {
+				def[k] = 0
+				if ok {
+					def[k] = 1
+				}
 			}
 		}
+		sw.i64 = vals
 		_, err = w.WriteBatch(vals, def, nil)
 	case *file.Float64ColumnChunkWriter:
-		vals := make([]float64, n)
+		vals := grow(sw.f64, n)
+		sw.f64 = vals
 		for k, i := range rows {
 			vals[k] = c.f64(t, i)
 		}
 		_, err = w.WriteBatch(vals, nil, nil)
 	case *file.ByteArrayColumnChunkWriter:
-		vals := make([]parquet.ByteArray, n)
+		vals := grow(sw.ba, n)
+		sw.ba = vals
 		for k, i := range rows {
-			vals[k] = parquet.ByteArray(c.str(t, i))
+			// The writer only reads the bytes (it copies what it keeps):
+			// the string's own bytes, not a copy of them.
+			s := c.str(t, i)
+			vals[k] = parquet.ByteArray(unsafe.Slice(unsafe.StringData(s), len(s)))
 		}
 		_, err = w.WriteBatch(vals, nil, nil)
 	default:

@@ -20,6 +20,7 @@ type pqFile struct {
 	i64   map[string][]int64 // nullable columns: only the non-null values
 	defs  map[string][]int16 // definition levels of nullable columns
 	str   map[string][]string
+	f64   map[string][]float64
 	meta  map[string]string
 	rows  int
 }
@@ -31,7 +32,7 @@ func readPQ(t *testing.T, path string) *pqFile {
 		t.Fatalf("opening %s: %v", path, err)
 	}
 	defer r.Close()
-	out := &pqFile{i32: map[string][]int32{}, i64: map[string][]int64{}, defs: map[string][]int16{}, str: map[string][]string{},
+	out := &pqFile{i32: map[string][]int32{}, i64: map[string][]int64{}, defs: map[string][]int16{}, str: map[string][]string{}, f64: map[string][]float64{},
 		meta: map[string]string{}, rows: int(r.NumRows())}
 	for _, kv := range r.MetaData().KeyValueMetadata() {
 		v := ""
@@ -69,6 +70,13 @@ func readPQ(t *testing.T, path string) *pqFile {
 					t.Fatal(err)
 				}
 				out.i64[name], out.defs[name] = v[:k], def
+			case *file.Float64ColumnChunkReader:
+				v := make([]float64, n)
+				_, k, err := cr.ReadBatch(int64(n), v, def, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out.f64[name] = v[:k]
 			case *file.ByteArrayColumnChunkReader:
 				v := make([]parquet.ByteArray, n)
 				_, k, err := cr.ReadBatch(int64(n), v, def, nil)

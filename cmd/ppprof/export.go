@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/report"
@@ -72,14 +73,27 @@ func exportRun(opts *exportOptions) error {
 	if err != nil {
 		return err
 	}
-	plan, err := planStreamFor(opts.paths, opts.stream, opts.memory, len(opts.maps) > 0, whatIfBytesPerEvent)
+	parquetOnly := opts.pprof == "" && opts.perfetto == ""
+	var plan streamPlan
+	if step < 0 && parquetOnly {
+		// The Parquet export of every step streams: each chunk read once,
+		// its files written, and let go.
+		plan, err = planStreamFast(opts.paths, opts.stream, opts.memory, len(opts.maps) > 0, whatIfBytesPerEvent, parquetAutoStreamRows)
+	} else {
+		plan, err = planStreamFor(opts.paths, opts.stream, opts.memory, len(opts.maps) > 0, whatIfBytesPerEvent)
+	}
 	if err != nil {
 		return err
 	}
 	plan.forStep(opts.paths, step, len(opts.maps) > 0)
 	if plan.stream && step < 0 {
-		if opts.stream == "always" {
-			return errors.New("--stream always reads one step: give --step N (an export of every step reads the trace whole)")
+		if parquetOnly {
+			done, err := exportParquetStreamed(opts, plan)
+			if done || err != nil {
+				return err
+			}
+		} else if opts.stream == "always" {
+			return errors.New("--stream always reads one step for --pprof and --perfetto: give --step N (their export of every step reads the trace whole; --parquet alone streams every step)")
 		}
 		plan.stream = false // auto: as large as it is, read whole if it fits
 	}
@@ -95,7 +109,8 @@ func exportRun(opts *exportOptions) error {
 		}
 	}
 	if whole {
-		if err := checkFitsWhole(opts.paths, "export reads its input whole; give --step N (one step is read, a few pipeline replicas at a time), or export fewer files at a time (a pipeline replica's rank files)"); err != nil {
+		readAs("whole")
+		if err := checkFitsWhole(opts.paths, "export reads its input whole for --pprof and --perfetto; give --step N (one step is read, a few pipeline replicas at a time), export --parquet alone (it streams every step), or export fewer files at a time (a pipeline replica's rank files)"); err != nil {
 			return err
 		}
 		res, err := openWithProgress(opts.paths, opts.maps, opts.quiet, opts.stderr)
@@ -148,4 +163,52 @@ func exportRun(opts *exportOptions) error {
 		fmt.Fprintln(opts.stdout, w)
 	}
 	return errors.Join(errs...)
+}
+
+// parquetAutoStreamRows: under --stream auto, the Parquet export of every
+// step streams ppprof's Arrow files from this many events (in at least
+// autoStreamChunks chunks), whether or not they fit read whole: each chunk
+// is read once either way, and streamed the export holds one chunk, not
+// the trace (docs/performance.md "Beyond one machine").
+var parquetAutoStreamRows int64 = 4_000_000
+
+// exportParquetStreamed writes the Parquet export of every step of a trace
+// read a few pipeline replicas at a time: each chunk's (step, rank) files
+// are written as it is read (report.ParquetWriter), the same files as of
+// the trace read whole. done is false when the input is to be read whole
+// after all (openChunksAuto).
+func exportParquetStreamed(opts *exportOptions, plan streamPlan) (done bool, err error) {
+	ch, whole, err := openChunksAuto(opts.paths, plan, opts.stderr, opts.quiet, false)
+	if whole {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	readAs("streamed")
+	if err := checkChunksFit(ch, opts.paths, "the Parquet export reads a pipeline replica at once"); err != nil {
+		return true, err
+	}
+	w, err := report.NewParquetWriter(opts.parquet)
+	if err != nil {
+		return true, err
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	bar := newProgress(opts.stderr, "exporting Parquet", int64(ch.NumChunks()), "chunks", opts.quiet)
+	for i := range ch.NumChunks() {
+		t, err := ch.Chunk(i)
+		if err != nil {
+			bar.done()
+			return true, err
+		}
+		if err := w.Write(t); err != nil {
+			bar.done()
+			return true, err
+		}
+		ch.Recycle(t)
+		bar.set(int64(i + 1))
+	}
+	bar.done()
+	fmt.Fprintf(opts.stdout, "Parquet:       %s\n", opts.parquet)
+	return true, nil
 }
