@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/report"
@@ -46,7 +45,9 @@ writes it for other tools; give one or more of:
 
 --step N limits every export to step N; of ppprof's Arrow rank files, and
 of a trace too large to read whole, only step N's events are then read
-(--stream), a few pipeline replicas at a time. See docs/report.md.`,
+(--stream), a few pipeline replicas at a time. --parquet alone streams
+every step as well (large Arrow rank files, and any trace too large to
+read whole): the same files. See docs/report.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
@@ -59,7 +60,7 @@ of a trace too large to read whole, only step N's events are then read
 	f.StringVar(&opts.parquet, "parquet", "", "write Parquet files under DIR")
 	f.StringVar(&opts.step, "step", "all", "the step to export (a number), or all")
 	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
-	f.StringVar(&opts.stream, "stream", "auto", "with --step N, read only that step's events, a few pipeline replicas at a time: auto, always or never")
+	f.StringVar(&opts.stream, "stream", "auto", "read a few pipeline replicas at a time: with --step N only that step's events, with --parquet alone every step; auto, always or never")
 	f.StringVar(&opts.memory, "max-memory", "", "memory the export may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	addMapFlag(cmd, &opts.maps)
 	return cmd
@@ -193,7 +194,10 @@ func exportParquetStreamed(opts *exportOptions, plan streamPlan) (done bool, err
 	if err != nil {
 		return true, err
 	}
-	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	// The default collector pace: the chunk held is pointer-free columns,
+	// cheap to mark, and what the Parquet writer allocates a file is
+	// garbage at once (24.7M events: 21.8-23.9 s against 25.6-28.2 s at
+	// GOGC 25, for 0.31 GB peak against 0.19).
 	bar := newProgress(opts.stderr, "exporting Parquet", int64(ch.NumChunks()), "chunks", opts.quiet)
 	for i := range ch.NumChunks() {
 		t, err := ch.Chunk(i)

@@ -11,12 +11,23 @@
 --
 -- DuckDB: set the export directory first, then run the file:
 --   SET VARIABLE ppprof_dir = 'DIR';
--- It returns one row per (step, pipeline, stage), with the window's numbers
--- repeated on each, and the overall bubble on every row.
+-- A fleet job's export can be many times what one query holds in memory:
+-- query one step by naming its directory,
+--   SET VARIABLE ppprof_dir = 'DIR/step=97';
+-- or a range of steps with either or both of
+--   SET VARIABLE ppprof_first_step = 96;
+--   SET VARIABLE ppprof_last_step = 97;
+-- (the other steps' files are not read, but DuckDB lists every file of
+-- DIR first: seconds for a few thousand, a minute or more for a fleet
+-- job's hundreds of thousands). It returns one row per (step, pipeline,
+-- stage), with the window's numbers repeated on each, and the overall
+-- bubble, over the steps queried, on every row.
 
 WITH ev AS (
     SELECT step, pipeline, stage, kind, start_ns, end_ns
-    FROM read_parquet(getvariable('ppprof_dir') || '/*/*/*.parquet', hive_partitioning = true)
+    FROM read_parquet(getvariable('ppprof_dir') || '/**/*.parquet', hive_partitioning = true)
+    WHERE step BETWEEN coalesce(getvariable('ppprof_first_step'), -9223372036854775808)
+                   AND coalesce(getvariable('ppprof_last_step'), 9223372036854775807)
 ),
 windows AS (
     SELECT step, pipeline,

@@ -4,6 +4,7 @@ package duckdbtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -30,8 +31,9 @@ type sqlRow struct {
 	OverallBubble *float64 `json:"overall_bubble"`
 }
 
-// query runs docs/sql/busy_bubble.sql on the Parquet export in dir.
-func query(t *testing.T, dir string) []sqlRow {
+// query runs docs/sql/busy_bubble.sql on the Parquet export in dir, after
+// the statements before.
+func query(t *testing.T, dir string, before ...string) []sqlRow {
 	t.Helper()
 	mods := os.Getenv("PPPROF_DUCKDB_DIR")
 	if mods == "" {
@@ -51,7 +53,7 @@ func query(t *testing.T, dir string) []sqlRow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("node", run, dir, sql).Output()
+	out, err := exec.Command("node", append([]string{run, dir, sql}, before...)...).Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			t.Fatalf("node: %v\n%s", err, ee.Stderr)
@@ -102,6 +104,47 @@ func TestBusyBubbleSQL(t *testing.T) {
 			rows := query(t, dir)
 			compare(t, rep, rows)
 		})
+	}
+}
+
+// TestBusyBubbleSQLSteps: with ppprof_first_step and ppprof_last_step set,
+// or ppprof_dir naming one step's directory (a fleet job's export is
+// queried a few steps at a time), the SQL gives the windows of those steps
+// only, and the overall bubble over them: what analyze says of the
+// trace's rows of those steps.
+func TestBusyBubbleSQLSteps(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, Steps: 4, DP: 2, TP: 2, Jitter: 0.2,
+		P2PLatencyUs: 20, P2PGbps: 100, OptMs: 1, Seed: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "pq")
+	if err := report.WriteParquet(dir, tr); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][2]int64{{1, 2}, {3, 3}} {
+		var rows []int
+		for i := range tr.Len() {
+			if tr.Step[i] >= r[0] && tr.Step[i] <= r[1] {
+				rows = append(rows, i)
+			}
+		}
+		rep, err := analyze.Run(tr.Permute(rows), analyze.Options{Step: analyze.AllSteps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := query(t, dir, fmt.Sprintf("SET VARIABLE ppprof_first_step = %d", r[0]), fmt.Sprintf("SET VARIABLE ppprof_last_step = %d", r[1]))
+		if len(got) != int(r[1]-r[0]+1)*2*4 {
+			t.Errorf("steps %d-%d: %d rows, want %d (steps x 2 pipelines x 4 stages)", r[0], r[1], len(got), (r[1]-r[0]+1)*2*4)
+		}
+		compare(t, rep, got)
+		if r[0] == r[1] {
+			got := query(t, filepath.Join(dir, fmt.Sprintf("step=%d", r[0])))
+			if len(got) != 2*4 {
+				t.Errorf("DIR/step=%d: %d rows, want 8 (2 pipelines x 4 stages)", r[0], len(got))
+			}
+			compare(t, rep, got)
+		}
 	}
 }
 
