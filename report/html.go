@@ -36,6 +36,9 @@ type HTMLOptions struct {
 	// WhatIf is the what-if analysis of the same trace (WriteWhatIfHTML
 	// draws its section). Nil leaves the section out.
 	WhatIf *analyze.WhatIf
+	// WhatIfNote is a line under the what-if's heading (none when empty):
+	// what it re-timed, when not the trace's every step.
+	WhatIfNote string
 }
 
 // WriteHTML writes the HTML report of rep (the analysis of t) to w: one
@@ -84,7 +87,7 @@ func WriteHTML(w io.Writer, t *trace.Trace, rep *analyze.Report, opt HTMLOptions
 	}
 	if opt.WhatIf != nil {
 		var b strings.Builder
-		if err := WriteWhatIfHTML(&b, opt.WhatIf); err != nil {
+		if err := writeWhatIfHTML(&b, opt.WhatIf, opt.WhatIfNote); err != nil {
 			return err
 		}
 		pg.WhatIf = template.HTML(b.String()) // escaped by WriteWhatIfHTML's own template

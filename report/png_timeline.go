@@ -82,19 +82,51 @@ func chooseWindow(rep *analyze.Report, step int64) (analyze.StepWindow, error) {
 			return w, nil
 		}
 	}
+	return typicalWindow(rep.Steps), nil
+}
+
+// typicalWindow is the window of ws (not empty) whose length is nearest
+// the median, the first of those as near.
+func typicalWindow(ws []analyze.StepWindow) analyze.StepWindow {
 	var ls []float64
-	for _, w := range rep.Steps {
+	for _, w := range ws {
 		ls = append(ls, w.WindowMs())
 	}
 	slices.Sort(ls)
 	med := ls[(len(ls)-1)/2] // the lower median: of two steps, the typical one
-	best := rep.Steps[0]
-	for _, w := range rep.Steps[1:] {
+	best := ws[0]
+	for _, w := range ws[1:] {
 		if math.Abs(w.WindowMs()-med) < math.Abs(best.WindowMs()-med) {
 			best = w
 		}
 	}
-	return best, nil
+	return best
+}
+
+// DrawnStep is the step the timeline of rep shows when no step is asked
+// for (chooseWindow): the first with a pending op, else the complete step
+// of median length. A report of a trace too large to read whole reads
+// only that step's events for its drawings.
+func DrawnStep(rep *analyze.Report) (int64, error) {
+	w, err := chooseWindow(rep, analyze.AllSteps)
+	return w.Step, err
+}
+
+// TypicalStep is the complete step of median length (what the timeline
+// shows when no op is pending); false when no step of rep completed. A
+// report of a trace too large to read whole re-times it in its what-if
+// when the step drawn is a hung one.
+func TypicalStep(rep *analyze.Report) (int64, bool) {
+	var ws []analyze.StepWindow
+	for _, w := range rep.Steps {
+		if w.Complete {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		return 0, false
+	}
+	return typicalWindow(ws).Step, true
 }
 
 // buildTimeline lays out window w of t. Each stage's lowest rank in the

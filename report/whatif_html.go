@@ -14,6 +14,12 @@ import (
 // to embed. Every string is escaped; it writes no <html>, <head> or
 // styles (classes: ppprof-whatif, unavailable).
 func WriteWhatIfHTML(w io.Writer, res *analyze.WhatIf) error {
+	return writeWhatIfHTML(w, res, "")
+}
+
+// writeWhatIfHTML is WriteWhatIfHTML with a note under the heading (none
+// when empty).
+func writeWhatIfHTML(w io.Writer, res *analyze.WhatIf, note string) error {
 	type row struct {
 		Name, StepMs, Speedup, SavedMs, Detail string
 		Available                              bool
@@ -21,7 +27,8 @@ func WriteWhatIfHTML(w io.Writer, res *analyze.WhatIf) error {
 	data := struct {
 		Res  *analyze.WhatIf
 		Rows []row
-	}{Res: res}
+		Note string
+	}{Res: res, Note: note}
 	for _, sc := range res.Scenarios {
 		r := row{Name: sc.Name, Detail: sc.Detail, Available: sc.Available, StepMs: "-", Speedup: "-", SavedMs: "-"}
 		if sc.Available {
@@ -36,6 +43,9 @@ var whatIfHTML = template.Must(template.New("whatif").Funcs(template.FuncMap{
 	"ms": func(x float64) string { return fmt.Sprintf("%.4g", x) },
 }).Parse(`<section class="ppprof-whatif">
 <h2>What if</h2>
+{{- with .Note}}
+<p class="sub">{{.}}</p>
+{{- end}}
 <p>Measured step {{ms .Res.StepMs}} ms ({{.Res.Steps}} step(s) replayed; replayed with measured durations {{ms .Res.ReplayStepMs}} ms).</p>
 <table>
 <thead><tr><th>scenario</th><th>step ms</th><th>speedup</th><th>saves ms</th><th>what changes</th></tr></thead>

@@ -2,12 +2,12 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/analyze/hang"
@@ -58,8 +58,11 @@ the timeline shows the first step with a pending op, else the complete step
 of median length. With --step N, ppprof's rank files, and a trace too
 large to read whole (--stream; ppprof's own formats only), are analysed
 and diagnosed a few pipeline replicas at a time and only step N's events
-are kept for the drawings and the what-if: the same report. See
-docs/report.md.`,
+are kept for the drawings and the what-if: the same report. Without
+--step, a trace too large to read whole (or any, with --stream always) is
+analysed and diagnosed the same way, every step, and only the drawn
+step's events are kept: the same report but for the what-if, which then
+re-times that step alone (its section says so). See docs/report.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
@@ -74,7 +77,7 @@ docs/report.md.`,
 	f.StringVar(&opts.panels, "panels", "all", "PNG panels, comma-separated: timeline, waterfall, stages, memory (or all)")
 	f.StringVar(&opts.step, "step", "all", "the step to analyse and draw (a number), or all")
 	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
-	f.StringVar(&opts.stream, "stream", "auto", "with --step N, read the input a few pipeline replicas at a time, keeping only that step's events (for traces too large to read whole): auto, always or never")
+	f.StringVar(&opts.stream, "stream", "auto", "read the input a few pipeline replicas at a time: with --step N keeping only that step's events, without it analysing every step and keeping the drawn step's (for traces too large to read whole): auto, always or never")
 	f.StringVar(&opts.memory, "max-memory", "", "memory the report may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	addMapFlag(cmd, &opts.maps)
 	return cmd
@@ -97,22 +100,26 @@ func reportRun(opts *reportOptions) error {
 		return err
 	}
 	plan.forStep(opts.paths, step, len(opts.maps) > 0)
-	if plan.stream && step < 0 {
-		if opts.stream == "always" {
-			return errors.New("--stream always reads one step: give --step N (the report of every step reads the trace whole)")
-		}
-		plan.stream = false // auto: as large as it is, read whole if it fits
+	if plan.stream && step < 0 && opts.stream == "auto" && checkFitsWhole(opts.paths, "") == nil {
+		plan.stream = false // every step: read whole whatever its size, if it fits
 	}
 	var in reportInput
-	if plan.stream {
+	switch {
+	case plan.stream && step < 0:
+		in, err = reportAllStreamed(opts, plan)
+	case plan.stream:
 		in, err = reportStep(opts, step, plan)
-	} else {
+	default:
 		in, err = reportWhole(opts, step)
 	}
 	if err != nil {
 		return err
 	}
 	t, rep := in.t, in.rep
+	whatIfStep, whatIfTrace := step, t
+	if in.whatIf != nil {
+		whatIfStep, whatIfTrace = in.whatIfStep, in.whatIf
+	}
 	defer collectOften()()
 	if opts.png != "" {
 		popt := report.PNGOptions{Width: opts.width, Height: opts.height, Panels: panels, Step: step}
@@ -124,10 +131,13 @@ func reportRun(opts *reportOptions) error {
 	if opts.html != "" {
 		hopt := report.HTMLOptions{Step: step, Hang: in.hang()}
 		onPhase, bar := stepsProgress(opts.stderr, opts.quiet, "what-if", "phases")
-		wi, err := analyze.RunWhatIf(t, analyze.WhatIfOptions{Step: step, Analysis: rep, Progress: onPhase})
+		wi, err := analyze.RunWhatIf(whatIfTrace, analyze.WhatIfOptions{Step: whatIfStep, Analysis: rep, Progress: onPhase})
 		bar.done()
 		if err == nil {
 			hopt.WhatIf = wi
+			if in.whatIf != nil {
+				hopt.WhatIfNote = in.whatIfNote
+			}
 		} else if !opts.quiet {
 			fmt.Fprintf(opts.stderr, "ppprof: warning: no what-if section: %v\n", err)
 		}
@@ -145,6 +155,14 @@ type reportInput struct {
 	t    *trace.Trace
 	rep  *analyze.Report
 	hang func() *hang.Report
+	// Of a report of every step that holds one step of the trace
+	// (reportAllStreamed): the what-if re-times whatIfStep alone, whose
+	// events whatIf holds (t itself when it is the step drawn), and its
+	// section says so (whatIfNote). whatIf is nil otherwise: the what-if
+	// is of t, as the report's steps.
+	whatIf     *trace.Trace
+	whatIfStep int64
+	whatIfNote string
 }
 
 // reportWhole reads the input whole and analyses it, refusing before it
@@ -189,7 +207,78 @@ func reportStep(opts *reportOptions, step int64, plan streamPlan) (reportInput, 
 	if err != nil {
 		return reportInput{}, err
 	}
-	diagnose := func() *hang.Report {
+	return reportInput{t: t, rep: rep, hang: streamedHang(ch, opts)}, nil
+}
+
+// reportAllStreamed is the report of every step of a trace too large to
+// read whole (or of --stream always without --step): every step analysed
+// a few pipeline replicas at a time (as analyze streams it), the step the
+// drawings show (report.DrawnStep: the first with a pending op, else the
+// complete step of median length) read alone for them, the what-if of
+// that step alone, and the hang post-mortem streamed. The numbers, tables
+// and findings are those of the trace read whole; the what-if re-times
+// one step instead of every step. Input that cannot be chunked is read
+// whole after all (refused when it cannot fit).
+func reportAllStreamed(opts *reportOptions, plan streamPlan) (reportInput, error) {
+	ch, whole, err := openChunks(opts.paths, plan, opts.stderr, opts.quiet)
+	if whole {
+		return reportWhole(opts, analyze.AllSteps)
+	}
+	if err != nil {
+		return reportInput{}, err
+	}
+	if err := checkChunksFit(ch, opts.paths, "the drawn step is read a pipeline replica at a time (the replica's events of the step whole, the others' shape columns)"); err != nil {
+		return reportInput{}, err
+	}
+	// The analysis opens the input again (it may cut replicas between
+	// steps, which the hang post-mortem must not see): its warnings were
+	// printed by openChunks.
+	aopts := &analyzeOptions{paths: opts.paths, quiet: opts.quiet, noWarn: true, stream: "always", memory: opts.memory, stdout: io.Discard, stderr: opts.stderr}
+	rep, err := analyzeStreamed(aopts, analyze.AllSteps, plan)
+	if err != nil {
+		return reportInput{}, err
+	}
+	step, err := report.DrawnStep(rep)
+	if err != nil {
+		return reportInput{}, fmt.Errorf("%s: %w", describePaths(opts.paths), err)
+	}
+	// The what-if re-times the step drawn, or, when that one is hung, the
+	// typical complete step (re-timing needs every op ended).
+	wiStep, ok := report.TypicalStep(rep)
+	if !ok || !slices.ContainsFunc(rep.Steps, func(w analyze.StepWindow) bool { return w.Step == step && !w.Complete }) {
+		wiStep = step
+	}
+	if !opts.quiet {
+		fmt.Fprintf(opts.stderr, "ppprof: every step analysed a few pipeline replicas at a time, the trace not read whole; step %d drawn, the what-if of step %d (--step N for another)\n", step, wiStep)
+	}
+	read := func(s int64) (*trace.Trace, error) {
+		bar := newProgress(opts.stderr, fmt.Sprintf("reading step %d", s), int64(ch.NumChunks()), "chunks", opts.quiet)
+		defer bar.done()
+		return ch.ReadStep(s, func(done, total int) { bar.set(int64(done)) })
+	}
+	in := reportInput{rep: rep, hang: streamedHang(ch, opts), whatIfStep: wiStep}
+	if in.t, err = read(step); err != nil {
+		return reportInput{}, err
+	}
+	in.whatIf = in.t
+	if wiStep != step {
+		if in.whatIf, err = read(wiStep); err != nil {
+			return reportInput{}, err
+		}
+	}
+	drawn := "the step drawn below"
+	if wiStep != step {
+		drawn = fmt.Sprintf("the typical complete step (step %d, drawn below, never ended)", step)
+	}
+	in.whatIfNote = fmt.Sprintf("Of step %d only, %s: every step was analysed a few pipeline replicas at a time, the trace never read whole, and this step alone re-timed (ppprof report --step N or whatif --step N for another).", wiStep, drawn)
+	return in, nil
+}
+
+// streamedHang is the hang post-mortem of a report's input read in chunks
+// (as hang streams it), run when the HTML asks for it; a failure only
+// leaves the section out.
+func streamedHang(ch *ingest.Chunks, opts *reportOptions) func() *hang.Report {
+	return func() *hang.Report {
 		if err := checkChunksFit(ch, opts.paths, "hang matches each replica's P2P ops over its whole history, so it reads a replica at once"); err != nil {
 			if !opts.quiet {
 				fmt.Fprintf(opts.stderr, "ppprof: warning: no hang section: %v\n", err)
@@ -209,7 +298,6 @@ func reportStep(opts *reportOptions, step int64, plan streamPlan) (reportInput, 
 		}
 		return h
 	}
-	return reportInput{t: t, rep: rep, hang: diagnose}, nil
 }
 
 // hangReport runs the hang post-mortem for the HTML report, with what

@@ -5,9 +5,14 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/trace"
 )
 
 // simulated writes a small simulated trace and returns its path.
@@ -150,10 +155,6 @@ func TestReportStepStream(t *testing.T) {
 	}
 	if errs[0] != errs[1] || strings.Count(errs[1], "rank-00005.arrows") != 1 {
 		t.Errorf("a file cut short: stderr streamed %q, read whole %q: want the same, the file named once", errs[1], errs[0])
-	}
-	tr := simulated(t)
-	if _, stderr, code := ppprof(t, "report", tr, "--html", filepath.Join(t.TempDir(), "r.html"), "--stream", "always"); code != 1 || !strings.Contains(stderr, "give --step N") {
-		t.Errorf("--stream always without --step: exit %d, %q", code, stderr)
 	}
 }
 
@@ -303,5 +304,121 @@ func TestDocTimelinePNG(t *testing.T) {
 	}
 	if img.Bounds().Dx() != 1200 {
 		t.Errorf("docs/demo-timeline.png is %d px wide; ppprof demo draws it 1200 px wide", img.Bounds().Dx())
+	}
+}
+
+// whatIfSection cuts the what-if's section out of an HTML report: the
+// page without it, the section, and the section without its note.
+func whatIfSection(t *testing.T, html []byte) (rest, section, plain string) {
+	t.Helper()
+	s := string(html)
+	i := strings.Index(s, `<div id="whatif">`)
+	j := strings.Index(s, "</section>\n</div>\n")
+	if i < 0 || j < i {
+		t.Fatalf("no what-if section")
+	}
+	j += len("</section>\n</div>\n")
+	section = s[i:j]
+	plain = regexp.MustCompile(`\n<p class="sub">[^<]*</p>`).ReplaceAllString(section, "")
+	return s[:i] + s[j:], section, plain
+}
+
+// TestReportEveryStepStream: the report of every step of a job read a few
+// pipeline replicas at a time (--stream always; auto when the trace would
+// not fit read whole, where it was refused before) draws what the whole
+// read draws, hung or not: the same PNG, the same HTML but for the
+// what-if, which re-times the drawn step alone (the one report --step N
+// re-times, to the byte) and says so.
+func TestReportEveryStepStream(t *testing.T) {
+	defer func(f func() int64, g func(string)) { machineMemory, readAs = f, g }(machineMemory, readAs)
+	var modes []string
+	readAs = func(m string) { modes = append(modes, m) }
+	for _, tc := range []struct {
+		fault string
+		drawn int // the step drawn: the first with a pending op, else the median one
+	}{{"", -1}, {"skip:rank=18,step=2,mb=5", 2}} {
+		args := []string{"--schedule", "interleaved", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20", "--opt-ms", "1"}
+		if tc.fault != "" {
+			args = append(args, "--fault", tc.fault)
+		}
+		dir := fleetDir(t, args...)
+		rows, _, err := ingest.CountRows([]string{dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := func(args ...string) (html, png []byte, stderr string) {
+			t.Helper()
+			out := t.TempDir()
+			h, p := filepath.Join(out, "r.html"), filepath.Join(out, "r.png")
+			_, stderr, code := ppprof(t, append([]string{"report", dir, "--html", h, "--png", p}, args...)...)
+			if code != 0 {
+				t.Fatalf("report %v (fault %q): exit %d: %s", args, tc.fault, code, stderr)
+			}
+			hb, err := os.ReadFile(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pb, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return hb, pb, stderr
+		}
+		machineMemory = memTotalBytes
+		wantHTML, wantPNG, _ := read("--stream", "never", "-q")
+		wantRest, _, wholeSection := whatIfSection(t, wantHTML)
+		if tc.fault != "" && !strings.Contains(wantRest, "Hang post-mortem") {
+			t.Fatalf("the hung job's report has no hang section")
+		}
+		// Under auto, a trace that fits the machine is read whole,
+		// whatever --max-memory says: the report of every step.
+		modes = nil
+		if html, _, _ := read("--max-memory", "64K", "-q"); !bytes.Equal(html, wantHTML) || slices.Contains(modes, "streamed") {
+			t.Errorf("fault %q, auto, fits: read %v, the same HTML %v; want it read whole", tc.fault, modes, bytes.Equal(html, wantHTML))
+		}
+		for _, mode := range []struct {
+			name string
+			args []string
+			mem  int64
+		}{
+			{"always", []string{"--stream", "always"}, 0},
+			{"auto, too large to read whole", []string{"--max-memory", "64K"}, rows*trace.RowBytes - 1},
+		} {
+			machineMemory = memTotalBytes
+			if mode.mem > 0 {
+				machineMemory = func() int64 { return mode.mem }
+			}
+			modes = nil
+			html, png, stderr := read(mode.args...)
+			if !bytes.Equal(png, wantPNG) {
+				t.Errorf("fault %q, %s: the PNG differs from the whole read's", tc.fault, mode.name)
+			}
+			if len(modes) == 0 || modes[0] != "streamed" {
+				t.Errorf("fault %q, %s: read %v, want streamed", tc.fault, mode.name, modes)
+			}
+			rest, section, plain := whatIfSection(t, html)
+			if rest != wantRest {
+				t.Errorf("fault %q, %s: the HTML differs from the whole read's outside the what-if", tc.fault, mode.name)
+			}
+			m := regexp.MustCompile(`step (\d+) drawn, the what-if of step (\d+)`).FindStringSubmatch(stderr)
+			if m == nil {
+				t.Fatalf("fault %q, %s: stderr %q names no step drawn", tc.fault, mode.name, stderr)
+			}
+			drawn, wi := m[1], m[2]
+			// A hung step drawn is not re-timed (its ops never ended): the
+			// typical complete step is.
+			if tc.drawn >= 0 && (drawn != strconv.Itoa(tc.drawn) || wi == drawn) || tc.drawn < 0 && wi != drawn {
+				t.Errorf("fault %q, %s: step %s drawn, the what-if of step %s; want %d drawn", tc.fault, mode.name, drawn, wi, tc.drawn)
+			}
+			if !strings.Contains(section, "Of step "+wi+" only") || plain == section || plain == wholeSection {
+				t.Errorf("fault %q, %s: what-if section %q: want the note of step %s, and not every step's", tc.fault, mode.name, section, wi)
+			}
+			// That step's what-if: report --step N's, to the byte.
+			machineMemory = memTotalBytes
+			stepHTML, _, _ := read("--stream", "never", "--step", wi, "-q")
+			if _, _, stepSection := whatIfSection(t, stepHTML); plain != stepSection {
+				t.Errorf("fault %q, %s: what-if of step %s\n%s\nreport --step %s's:\n%s", tc.fault, mode.name, wi, plain, wi, stepSection)
+			}
+		}
 	}
 }
