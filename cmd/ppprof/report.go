@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 
@@ -238,6 +239,11 @@ func reportAllStreamed(opts *reportOptions, plan streamPlan) (reportInput, error
 	if err != nil {
 		return reportInput{}, err
 	}
+	// The analysis' packed chunks are garbage now, but the collector
+	// would wait for the heap to double over them (the fleet trace: 4.9
+	// GB) before it runs: collected now, what follows reuses their memory
+	// (fleet trace: peak RSS 7.8 GB without this).
+	runtime.GC()
 	step, err := report.DrawnStep(rep)
 	if err != nil {
 		return reportInput{}, fmt.Errorf("%s: %w", describePaths(opts.paths), err)
