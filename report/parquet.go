@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -89,10 +90,47 @@ var pqColumns = []pqCol{
 	{name: "mem_bytes", typ: parquet.Types.Int64, i64: i64(func(t *trace.Trace, i int) int64 { return t.MemBytes[i] })},
 }
 
-// parquetSchema builds the files' schema.
-func parquetSchema() (*schema.GroupNode, error) {
+// ParquetLayout is how an export's files are partitioned.
+type ParquetLayout int
+
+const (
+	// ByStepRank: DIR/step=S/rank=R/part-0.parquet, a file per (step,
+	// rank), step and rank partition columns (the default).
+	ByStepRank ParquetLayout = iota
+	// ByStep: DIR/step=S/part-0.parquet, a file per step (per step and
+	// part of the trace written), rank a column of the files (INT32,
+	// after job): a fleet job's export in hundreds of files of millions
+	// of rows instead of hundreds of thousands of hundreds.
+	ByStep
+)
+
+// ParseParquetLayout reads a layout as the CLI names it: "step,rank" or
+// "step".
+func ParseParquetLayout(s string) (ParquetLayout, error) {
+	switch s {
+	case "step,rank", "":
+		return ByStepRank, nil
+	case "step":
+		return ByStep, nil
+	}
+	return 0, fmt.Errorf("parquet partitioning %q: want step,rank or step", s)
+}
+
+// rankColumn is the rank column of the ByStep layout's files.
+var rankColumn = pqCol{name: "rank", typ: parquet.Types.Int32, i32: func(t *trace.Trace, i int) int32 { return int32(t.Rank[i]) }}
+
+// columns are the columns of a layout's files, in order.
+func (l ParquetLayout) columns() []pqCol {
+	if l == ByStep {
+		return slices.Insert(slices.Clone(pqColumns), 1, rankColumn)
+	}
+	return pqColumns
+}
+
+// parquetSchema builds the schema of files of cols.
+func parquetSchema(cols []pqCol) (*schema.GroupNode, error) {
 	var fields schema.FieldList
-	for _, c := range pqColumns {
+	for _, c := range cols {
 		rep := parquet.Repetitions.Required
 		if c.optional {
 			rep = parquet.Repetitions.Optional
@@ -120,7 +158,7 @@ func parquetSchema() (*schema.GroupNode, error) {
 // column statistics; each file's key-value metadata holds the trace's
 // metadata and ppprof.parquet.
 func WriteParquet(dir string, t *trace.Trace) error {
-	w, err := NewParquetWriter(dir)
+	w, err := NewParquetWriter(dir, ByStepRank)
 	if err != nil {
 		return err
 	}
@@ -134,26 +172,31 @@ func WriteParquet(dir string, t *trace.Trace) error {
 // parts. A (step, rank) met again in a later part gets a file of its own
 // beside the first (part-1.parquet, ...): readers of hive partitions take
 // every file of a partition's directory. A part's files are written on
-// every core.
+// every core. With the ByStep layout the same holds of steps: a step met
+// again in a later part gets a file of its own. Write is not safe for
+// concurrent use.
 type ParquetWriter struct {
-	dir   string
-	sc    *schema.GroupNode
-	props *parquet.WriterProperties
-	parts map[[2]int64]int // files written per (step, rank)
-	files int
+	dir    string
+	layout ParquetLayout
+	cols   []pqCol
+	sc     *schema.GroupNode
+	props  *parquet.WriterProperties
+	parts  map[[2]int64]int // files written per (step, rank), or per (step, 0) by step
+	files  int
 }
 
 // NewParquetWriter prepares dir (created when missing, else it must be an
-// empty directory) for a ParquetWriter.
-func NewParquetWriter(dir string) (*ParquetWriter, error) {
+// empty directory) for a ParquetWriter of files partitioned as layout says.
+func NewParquetWriter(dir string, layout ParquetLayout) (*ParquetWriter, error) {
 	if err := prepareDir(dir); err != nil {
 		return nil, err
 	}
-	sc, err := parquetSchema()
+	cols := layout.columns()
+	sc, err := parquetSchema(cols)
 	if err != nil {
 		return nil, fmt.Errorf("parquet schema: %w", err)
 	}
-	return &ParquetWriter{dir: dir, sc: sc, props: parquetProps(), parts: map[[2]int64]int{}}, nil
+	return &ParquetWriter{dir: dir, layout: layout, cols: cols, sc: sc, props: parquetProps(), parts: map[[2]int64]int{}}, nil
 }
 
 // Files is the number of files written so far.
@@ -187,14 +230,21 @@ func (w *ParquetWriter) Write(t *trace.Trace) error {
 	if err := kv.Append("ppprof.parquet", ParquetSchemaVersion); err != nil {
 		return fmt.Errorf("parquet metadata: %w", err)
 	}
-	idx, bounds := partitionRows(t)
+	idx, bounds := partitionRows(t, w.layout == ByStep)
 	paths := make([]string, len(bounds)-1)
 	for p := range paths {
 		r := idx[bounds[p]]
 		key := [2]int64{t.Step[r], int64(t.Rank[r])}
+		if w.layout == ByStep {
+			key[1] = 0
+		}
 		n := w.parts[key]
 		w.parts[key] = n + 1
-		paths[p] = filepath.Join(w.dir, fmt.Sprintf("step=%d", key[0]), fmt.Sprintf("rank=%d", key[1]), fmt.Sprintf("part-%d.parquet", n))
+		dir := filepath.Join(w.dir, fmt.Sprintf("step=%d", key[0]))
+		if w.layout == ByStepRank {
+			dir = filepath.Join(dir, fmt.Sprintf("rank=%d", key[1]))
+		}
+		paths[p] = filepath.Join(dir, fmt.Sprintf("part-%d.parquet", n))
 	}
 	// Every core writes files, in turn; the first error (by file order)
 	// is returned, and stops the others at their next file.
@@ -211,7 +261,7 @@ func (w *ParquetWriter) Write(t *trace.Trace) error {
 				if p >= len(paths) || int64(p) > failed.Load() {
 					return
 				}
-				if err := writeParquetFile(paths[p], w.sc, w.props, kv, t, idx[bounds[p]:bounds[p+1]], sw); err != nil {
+				if err := writeParquetFile(paths[p], w.cols, w.sc, w.props, kv, t, idx[bounds[p]:bounds[p+1]], sw); err != nil {
 					errs[p] = err
 					for {
 						f := failed.Load()
@@ -234,30 +284,62 @@ func (w *ParquetWriter) Write(t *trace.Trace) error {
 }
 
 // partitionRows returns t's rows grouped by (step, rank), each group in
-// seq order: rows idx[bounds[p]:bounds[p+1]] are group p. A trace in
-// (rank, seq) order whose ranks' steps never go back (what ppprof reads
-// and writes) is grouped in one scan; any other is sorted.
-func partitionRows(t *trace.Trace) (idx []int, bounds []int) {
+// seq order: rows idx[bounds[p]:bounds[p+1]] are group p; byStep groups
+// them by step, each group in (rank, seq) order. A trace in (rank, seq)
+// order whose ranks' steps never go back (what ppprof reads and writes)
+// is grouped in one scan (by step, in a pass more); any other is sorted.
+func partitionRows(t *trace.Trace, byStep bool) (idx []int, bounds []int) {
 	n := t.Len()
 	idx = make([]int, n)
 	for i := range idx {
 		idx[i] = i
 	}
 	grouped := true
-	for i := 1; i < n; i++ {
+	for i := 1; i < n && grouped; i++ {
 		if t.Rank[i] < t.Rank[i-1] || t.Rank[i] == t.Rank[i-1] && (t.Seq[i] < t.Seq[i-1] || t.Step[i] < t.Step[i-1]) {
 			grouped = false
-			break
 		}
 	}
-	if !grouped {
+	if grouped && byStep {
+		// A stable bucket sort by step: each step's rows keep their
+		// (rank, seq) order.
+		count := map[int64]int{}
+		for i := 0; i < n; {
+			j := i + 1
+			for j < n && t.Step[j] == t.Step[i] {
+				j++
+			}
+			count[t.Step[i]] += j - i
+			i = j
+		}
+		steps := slices.Sorted(maps.Keys(count))
+		at := make(map[int64]int, len(steps))
+		off := 0
+		for _, s := range steps {
+			at[s] = off
+			off += count[s]
+		}
+		for i := 0; i < n; {
+			j := i + 1
+			for j < n && t.Step[j] == t.Step[i] {
+				j++
+			}
+			o := at[t.Step[i]]
+			for k := i; k < j; k++ {
+				idx[o] = k
+				o++
+			}
+			at[t.Step[i]] = o
+			i = j
+		}
+	} else if !grouped {
 		slices.SortStableFunc(idx, func(a, b int) int {
 			return cmp.Or(cmp.Compare(t.Step[a], t.Step[b]), cmp.Compare(t.Rank[a], t.Rank[b]), cmp.Compare(t.Seq[a], t.Seq[b]))
 		})
 	}
 	bounds = append(bounds, 0)
 	for k := 1; k < n; k++ {
-		if t.Step[idx[k]] != t.Step[idx[k-1]] || t.Rank[idx[k]] != t.Rank[idx[k-1]] {
+		if t.Step[idx[k]] != t.Step[idx[k-1]] || !byStep && t.Rank[idx[k]] != t.Rank[idx[k-1]] {
 			bounds = append(bounds, k)
 		}
 	}
@@ -292,7 +374,7 @@ type pqScratch struct {
 }
 
 // writeParquetFile writes rows of t to path as one row group.
-func writeParquetFile(path string, sc *schema.GroupNode, props *parquet.WriterProperties, kv metadata.KeyValueMetadata, t *trace.Trace, rows []int, sw *pqScratch) (err error) {
+func writeParquetFile(path string, cols []pqCol, sc *schema.GroupNode, props *parquet.WriterProperties, kv metadata.KeyValueMetadata, t *trace.Trace, rows []int, sw *pqScratch) (err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("parquet: %w", err)
 	}
@@ -320,7 +402,7 @@ func writeParquetFile(path string, sc *schema.GroupNode, props *parquet.WriterPr
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	for _, c := range pqColumns {
+	for _, c := range cols {
 		cw, err := rg.NextColumn()
 		if err != nil {
 			return fmt.Errorf("writing %s: column %s: %w", path, c.name, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func TestParquetWriterParts(t *testing.T) {
 	for i := range tr.Len() {
 		byPipe[tr.Pipeline[i]] = append(byPipe[tr.Pipeline[i]], i)
 	}
-	w, err := NewParquetWriter(filepath.Join(root, "parts"))
+	w, err := NewParquetWriter(filepath.Join(root, "parts"), ByStepRank)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestParquetWriterParts(t *testing.T) {
 	slices.SortFunc(rows, func(a, b int) int { return int(tr.Seq[a] - tr.Seq[b]) })
 	half := len(rows) / 2
 	dir := filepath.Join(root, "split")
-	if w, err = NewParquetWriter(dir); err != nil {
+	if w, err = NewParquetWriter(dir, ByStepRank); err != nil {
 		t.Fatal(err)
 	}
 	for _, part := range [][]int{rows[:half], rows[half:]} {
@@ -157,46 +158,134 @@ func TestParquetEveryValue(t *testing.T) {
 	for k, rows := range parts {
 		slices.SortFunc(rows, func(a, b int) int { return int(tr.Seq[a] - tr.Seq[b]) })
 		pf := readPQ(t, filepath.Join(dir, fmt.Sprintf("step=%d", k[0]), fmt.Sprintf("rank=%d", k[1]), "part-0.parquet"))
-		if pf.rows != len(rows) {
-			t.Fatalf("%v: %d rows, want %d", k, pf.rows, len(rows))
-		}
-		// Nullable columns: values of the defined rows only.
-		nth := map[string]int{}
-		next := func(col string, ok bool) (int64, bool) {
-			if !ok {
-				return 0, false
-			}
-			j := nth[col]
-			nth[col]++
-			return pf.i64[col][j], true
-		}
-		for j, i := range rows {
-			e := tr.At(i)
-			got := fmt.Sprintln(pf.str["job"][j], pf.i32["pipeline"][j], pf.i32["stage"][j], pf.i32["tp_rank"][j], pf.i32["chunk"][j],
-				pf.i32["microbatch"][j], pf.str["kind"][j], pf.i64["seq"][j], pf.i32["peer"][j], pf.i64["bytes"][j], pf.str["shape"][j],
-				pf.str["dtype"][j], pf.i64["tokens"][j], pf.f64["flops"][j], pf.i64["mem_bytes"][j])
-			want := fmt.Sprintln(tr.Meta.Job, e.Pipeline, e.Stage, e.TPRank, e.Chunk, e.MicroBatch, e.Kind, e.Seq, e.Peer, e.Bytes, e.Shape,
-				e.Dtype, e.Tokens, e.Flops, e.MemBytes)
-			if got != want {
-				t.Fatalf("%v row %d: %s, want %s", k, j, got, want)
-			}
-			for _, c := range []struct {
-				name string
-				v    int64
-				ok   bool
-			}{{"issue_ns", e.IssueNs, e.IssueNs != trace.NoTime}, {"start_ns", e.StartNs, e.StartNs != trace.NoTime},
-				{"end_ns", e.EndNs, e.EndNs != trace.NoTime}, {"duration_ns", e.EndNs - e.StartNs, e.EndNs != trace.NoTime && e.StartNs != trace.NoTime}} {
-				if (pf.defs[c.name][j] == 1) != c.ok {
-					t.Fatalf("%v row %d: %s defined %v, want %v", k, j, c.name, pf.defs[c.name][j] == 1, c.ok)
-				}
-				if v, ok := next(c.name, c.ok); ok && v != c.v {
-					t.Fatalf("%v row %d: %s %d, want %d", k, j, c.name, v, c.v)
-				}
-			}
-			checked++
-		}
+		checked += sameRows(t, fmt.Sprint(k), pf, tr, rows)
 	}
 	if checked != tr.Len() {
 		t.Errorf("%d rows checked of %d", checked, tr.Len())
+	}
+}
+
+// sameRows checks that pf holds rows of tr, in that order, every column;
+// rank too when pf has it. It returns the rows checked.
+func sameRows(t *testing.T, what string, pf *pqFile, tr *trace.Trace, rows []int) int {
+	t.Helper()
+	if pf.rows != len(rows) {
+		t.Fatalf("%s: %d rows, want %d", what, pf.rows, len(rows))
+	}
+	_, withRank := pf.i32["rank"]
+	// Nullable columns: values of the defined rows only.
+	nth := map[string]int{}
+	next := func(col string, ok bool) (int64, bool) {
+		if !ok {
+			return 0, false
+		}
+		j := nth[col]
+		nth[col]++
+		return pf.i64[col][j], true
+	}
+	for j, i := range rows {
+		e := tr.At(i)
+		got := fmt.Sprintln(pf.str["job"][j], pf.i32["pipeline"][j], pf.i32["stage"][j], pf.i32["tp_rank"][j], pf.i32["chunk"][j],
+			pf.i32["microbatch"][j], pf.str["kind"][j], pf.i64["seq"][j], pf.i32["peer"][j], pf.i64["bytes"][j], pf.str["shape"][j],
+			pf.str["dtype"][j], pf.i64["tokens"][j], pf.f64["flops"][j], pf.i64["mem_bytes"][j])
+		want := fmt.Sprintln(tr.Meta.Job, e.Pipeline, e.Stage, e.TPRank, e.Chunk, e.MicroBatch, e.Kind, e.Seq, e.Peer, e.Bytes, e.Shape,
+			e.Dtype, e.Tokens, e.Flops, e.MemBytes)
+		if got != want {
+			t.Fatalf("%s row %d: %s, want %s", what, j, got, want)
+		}
+		if withRank && pf.i32["rank"][j] != int32(e.Rank) {
+			t.Fatalf("%s row %d: rank %d, want %d", what, j, pf.i32["rank"][j], e.Rank)
+		}
+		for _, c := range []struct {
+			name string
+			v    int64
+			ok   bool
+		}{{"issue_ns", e.IssueNs, e.IssueNs != trace.NoTime}, {"start_ns", e.StartNs, e.StartNs != trace.NoTime},
+			{"end_ns", e.EndNs, e.EndNs != trace.NoTime}, {"duration_ns", e.EndNs - e.StartNs, e.EndNs != trace.NoTime && e.StartNs != trace.NoTime}} {
+			if (pf.defs[c.name][j] == 1) != c.ok {
+				t.Fatalf("%s row %d: %s defined %v, want %v", what, j, c.name, pf.defs[c.name][j] == 1, c.ok)
+			}
+			if v, ok := next(c.name, c.ok); ok && v != c.v {
+				t.Fatalf("%s row %d: %s %d, want %d", what, j, c.name, v, c.v)
+			}
+		}
+	}
+	return len(rows)
+}
+
+// TestParquetByStep: the ByStep layout writes a file per step (per step
+// and part written), rank a column after job, each file the step's rows
+// in (rank, seq) order with every value; a trace in no order gives the
+// same files.
+func TestParquetByStep(t *testing.T) {
+	tr := pqJob(t)
+	root := t.TempDir()
+	write := func(name string, parts ...*trace.Trace) string {
+		t.Helper()
+		dir := filepath.Join(root, name)
+		w, err := NewParquetWriter(dir, ByStep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts {
+			if err := w.Write(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	// The step's rows in (rank, seq) order, of the rows given.
+	stepRows := func(rows []int, step int64) []int {
+		var out []int
+		for _, i := range rows {
+			if tr.Step[i] == step {
+				out = append(out, i)
+			}
+		}
+		slices.SortFunc(out, func(a, b int) int {
+			if tr.Rank[a] != tr.Rank[b] {
+				return int(tr.Rank[a] - tr.Rank[b])
+			}
+			return int(tr.Seq[a] - tr.Seq[b])
+		})
+		return out
+	}
+	all := make([]int, tr.Len())
+	for i := range all {
+		all[i] = i
+	}
+	whole := write("whole", tr)
+	files := pqTree(t, whole)
+	if len(files) != 2 {
+		t.Fatalf("files %v, want step=0/part-0.parquet and step=1/part-0.parquet", slices.Sorted(maps.Keys(files)))
+	}
+	checked := 0
+	for step := range int64(2) {
+		pf := readPQ(t, filepath.Join(whole, fmt.Sprintf("step=%d", step), "part-0.parquet"))
+		if pf.names[0] != "job" || pf.names[1] != "rank" {
+			t.Errorf("columns %v: want job, rank, ...", pf.names)
+		}
+		checked += sameRows(t, fmt.Sprintf("step %d", step), pf, tr, stepRows(all, step))
+	}
+	if checked != tr.Len() {
+		t.Errorf("%d rows checked of %d", checked, tr.Len())
+	}
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(all), func(a, b int) { all[a], all[b] = all[b], all[a] })
+	sameTree(t, "shuffled", pqTree(t, write("shuffled", tr.Permute(all))), files)
+
+	// By replica: part-N for the N-th part that holds the step.
+	byPipe := map[int32][]int{}
+	for i := range tr.Len() {
+		byPipe[tr.Pipeline[i]] = append(byPipe[tr.Pipeline[i]], i)
+	}
+	parts := write("parts", tr.Permute(byPipe[0]), tr.Permute(byPipe[1]), tr.Permute(byPipe[2]))
+	if got := pqTree(t, parts); len(got) != 6 {
+		t.Errorf("%d files by replica, want 6 (2 steps x 3 parts)", len(got))
+	}
+	for p := range int32(3) {
+		for step := range int64(2) {
+			pf := readPQ(t, filepath.Join(parts, fmt.Sprintf("step=%d", step), fmt.Sprintf("part-%d.parquet", p)))
+			sameRows(t, fmt.Sprintf("replica %d step %d", p, step), pf, tr, stepRows(byPipe[p], step))
+		}
 	}
 }

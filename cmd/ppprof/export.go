@@ -12,17 +12,18 @@ import (
 )
 
 type exportOptions struct {
-	paths    []string
-	pprof    string
-	perfetto string
-	parquet  string
-	step     string
-	quiet    bool
-	maps     []string
-	stream   string // --stream: auto, always or never
-	memory   string // --max-memory
-	stdout   io.Writer
-	stderr   io.Writer
+	paths     []string
+	pprof     string
+	perfetto  string
+	parquet   string
+	partition string // --parquet-partition
+	step      string
+	quiet     bool
+	maps      []string
+	stream    string // --stream: auto, always or never
+	memory    string // --max-memory
+	stdout    io.Writer
+	stderr    io.Writer
 }
 
 func newCmdExport(stdout, stderr io.Writer) *cobra.Command {
@@ -41,7 +42,9 @@ writes it for other tools; give one or more of:
                  and receive tracks, flow arrows from each send to its matched
                  receive. Open it in ui.perfetto.dev or chrome://tracing.
 --parquet DIR    the events as Parquet under DIR/step=S/rank=R/part-0.parquet
-                 (hive partitioning); DIR must be new or empty.
+                 (hive partitioning); DIR must be new or empty. With
+                 --parquet-partition step, DIR/step=S/part-N.parquet and
+                 rank a column: far fewer, larger files for a fleet job.
 
 --step N limits every export to step N; of ppprof's Arrow rank files, and
 of a trace too large to read whole, only step N's events are then read
@@ -58,6 +61,7 @@ read whole): the same files. See docs/report.md.`,
 	f.StringVar(&opts.pprof, "pprof", "", "write a pprof profile to FILE")
 	f.StringVar(&opts.perfetto, "perfetto", "", "write Chrome trace-event JSON (Perfetto) to FILE")
 	f.StringVar(&opts.parquet, "parquet", "", "write Parquet files under DIR")
+	f.StringVar(&opts.partition, "parquet-partition", "step,rank", "the Parquet files' partitions: step,rank (a file per step and rank) or step (a file per step and chunk read, rank a column)")
 	f.StringVar(&opts.step, "step", "all", "the step to export (a number), or all")
 	f.BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
 	f.StringVar(&opts.stream, "stream", "auto", "read a few pipeline replicas at a time: with --step N only that step's events, with --parquet alone every step; auto, always or never")
@@ -74,6 +78,10 @@ func exportRun(opts *exportOptions) error {
 	if err != nil {
 		return err
 	}
+	layout, err := report.ParseParquetLayout(opts.partition)
+	if err != nil {
+		return fmt.Errorf("--parquet-partition: %w", err)
+	}
 	parquetOnly := opts.pprof == "" && opts.perfetto == ""
 	var plan streamPlan
 	if step < 0 && parquetOnly {
@@ -89,7 +97,7 @@ func exportRun(opts *exportOptions) error {
 	plan.forStep(opts.paths, step, len(opts.maps) > 0)
 	if plan.stream && step < 0 {
 		if parquetOnly {
-			done, err := exportParquetStreamed(opts, plan)
+			done, err := exportParquetStreamed(opts, plan, layout)
 			if done || err != nil {
 				return err
 			}
@@ -139,7 +147,13 @@ func exportRun(opts *exportOptions) error {
 		}})
 	}
 	if opts.parquet != "" {
-		exports = append(exports, export{"Parquet", "Parquet:       ", opts.parquet, func() error { return report.WriteParquet(opts.parquet, t) }})
+		exports = append(exports, export{"Parquet", "Parquet:       ", opts.parquet, func() error {
+			w, err := report.NewParquetWriter(opts.parquet, layout)
+			if err != nil {
+				return err
+			}
+			return w.Write(t)
+		}})
 	}
 	if opts.pprof != "" {
 		exports = append(exports, export{"pprof profile", "pprof profile: ", opts.pprof, func() error {
@@ -178,7 +192,7 @@ var parquetAutoStreamRows int64 = 4_000_000
 // are written as it is read (report.ParquetWriter), the same files as of
 // the trace read whole. done is false when the input is to be read whole
 // after all (openChunksAuto).
-func exportParquetStreamed(opts *exportOptions, plan streamPlan) (done bool, err error) {
+func exportParquetStreamed(opts *exportOptions, plan streamPlan, layout report.ParquetLayout) (done bool, err error) {
 	ch, whole, err := openChunksAuto(opts.paths, plan, opts.stderr, opts.quiet, false)
 	if whole {
 		return false, nil
@@ -190,7 +204,7 @@ func exportParquetStreamed(opts *exportOptions, plan streamPlan) (done bool, err
 	if err := checkChunksFit(ch, opts.paths, "the Parquet export reads a pipeline replica at once"); err != nil {
 		return true, err
 	}
-	w, err := report.NewParquetWriter(opts.parquet)
+	w, err := report.NewParquetWriter(opts.parquet, layout)
 	if err != nil {
 		return true, err
 	}

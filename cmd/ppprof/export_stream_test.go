@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,6 +101,17 @@ func TestExportParquetStream(t *testing.T) {
 				t.Errorf("%s: %s differs from the export read whole", tc.name, k)
 			}
 		}
+	}
+	// By step: a file per step read whole, a file per step and replica
+	// streamed a replica at a time; a layout that is not one is refused.
+	if byStep, _, _ := export("by-step", "--parquet-partition", "step", "--stream", "never"); len(byStep) != 3 || byStep["step=2/part-0.parquet"] == nil {
+		t.Errorf("--parquet-partition step, read whole: files %v, want one per step", slices.Sorted(maps.Keys(byStep)))
+	}
+	if byStep, _, _ := export("by-step-streamed", "--parquet-partition", "step", "--max-memory", strconv.FormatInt(rows*whatIfBytesPerEvent*2, 10)); len(byStep) != 3*4 || byStep["step=2/part-3.parquet"] == nil {
+		t.Errorf("--parquet-partition step, streamed: files %v, want one per step and replica", slices.Sorted(maps.Keys(byStep)))
+	}
+	if _, stderr, code := ppprof(t, "export", "--parquet", filepath.Join(out, "bad"), "--parquet-partition", "rank", job); code != exitError || !strings.Contains(stderr, "--parquet-partition") {
+		t.Errorf("--parquet-partition rank: exit %d, %q", code, stderr)
 	}
 	// Below parquetAutoStreamRows, auto reads whole.
 	parquetAutoStreamRows = rows + 1

@@ -122,6 +122,20 @@ func TestBusyBubbleSQLSteps(t *testing.T) {
 	if err := report.WriteParquet(dir, tr); err != nil {
 		t.Fatal(err)
 	}
+	// The by-step layout (export --parquet-partition step) reads the same.
+	byStep := filepath.Join(t.TempDir(), "by-step")
+	w, err := report.NewParquetWriter(byStep, report.ByStep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(tr); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := analyze.Run(tr, analyze.Options{Step: analyze.AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare(t, whole, query(t, byStep))
 	for _, r := range [][2]int64{{1, 2}, {3, 3}} {
 		var rows []int
 		for i := range tr.Len() {
