@@ -14,8 +14,8 @@ import (
 	"github.com/ppprof/ppprof/ingest"
 )
 
-// parquetFiles is every file under dir, by path relative to dir.
-func parquetFiles(t *testing.T, dir string) map[string][]byte {
+// filesUnder is every file under dir, by path relative to dir.
+func filesUnder(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -64,7 +64,7 @@ func TestExportParquetStream(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("%s: exit %d: %s", name, code, stderr)
 		}
-		return parquetFiles(t, dir), strings.ReplaceAll(stdout, dir, "DIR"), stderr
+		return filesUnder(t, dir), strings.ReplaceAll(stdout, dir, "DIR"), stderr
 	}
 	want, wantOut, wantErr := export("never", "--stream", "never")
 	// 3 steps of 32 ranks, but rank 5's last step, lost with its tail.

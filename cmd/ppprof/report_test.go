@@ -108,20 +108,8 @@ func TestReportStepStream(t *testing.T) {
 		dir := fleetDir(t, args...)
 		read := func(mode ...string) (html, png []byte) {
 			t.Helper()
-			out := t.TempDir()
-			h, p := filepath.Join(out, "r.html"), filepath.Join(out, "r.png")
-			if _, stderr, code := ppprof(t, append([]string{"report", dir, "--step", "2", "-q", "--html", h, "--png", p}, mode...)...); code != 0 {
-				t.Fatalf("report %v (fault %q): exit %d: %s", mode, fault, code, stderr)
-			}
-			hb, err := os.ReadFile(h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pb, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return hb, pb
+			html, png, _ = reportFiles(t, dir, append([]string{"--step", "2", "-q"}, mode...)...)
+			return html, png
 		}
 		var modes []string
 		saved := readAs
@@ -172,20 +160,7 @@ func TestExportStepStream(t *testing.T) {
 		if _, stderr, code := ppprof(t, append(args, mode...)...); code != 0 {
 			t.Fatalf("export %v: exit %d: %s", mode, code, stderr)
 		}
-		got := map[string][]byte{}
-		err := filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			b, err := os.ReadFile(path)
-			rel, _ := filepath.Rel(out, path)
-			got[rel] = b
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
+		return filesUnder(t, out)
 	}
 	var modes []string
 	defer func(f func(string)) { readAs = f }(readAs)
@@ -307,6 +282,27 @@ func TestDocTimelinePNG(t *testing.T) {
 	}
 }
 
+// reportFiles runs report on dir with args, writing an HTML and a PNG
+// report, and returns them and its stderr; it fails the test on a non-zero
+// exit.
+func reportFiles(t *testing.T, dir string, args ...string) (html, png []byte, stderr string) {
+	t.Helper()
+	out := t.TempDir()
+	h, p := filepath.Join(out, "r.html"), filepath.Join(out, "r.png")
+	_, stderr, code := ppprof(t, append([]string{"report", dir, "--html", h, "--png", p}, args...)...)
+	if code != 0 {
+		t.Fatalf("report %v: exit %d: %s", args, code, stderr)
+	}
+	var err error
+	if html, err = os.ReadFile(h); err != nil {
+		t.Fatal(err)
+	}
+	if png, err = os.ReadFile(p); err != nil {
+		t.Fatal(err)
+	}
+	return html, png, stderr
+}
+
 // whatIfSection cuts the what-if's section out of an HTML report: the
 // page without it, the section, and the section without its note.
 func whatIfSection(t *testing.T, html []byte) (rest, section, plain string) {
@@ -348,21 +344,7 @@ func TestReportEveryStepStream(t *testing.T) {
 		}
 		read := func(args ...string) (html, png []byte, stderr string) {
 			t.Helper()
-			out := t.TempDir()
-			h, p := filepath.Join(out, "r.html"), filepath.Join(out, "r.png")
-			_, stderr, code := ppprof(t, append([]string{"report", dir, "--html", h, "--png", p}, args...)...)
-			if code != 0 {
-				t.Fatalf("report %v (fault %q): exit %d: %s", args, tc.fault, code, stderr)
-			}
-			hb, err := os.ReadFile(h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pb, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return hb, pb, stderr
+			return reportFiles(t, dir, args...)
 		}
 		machineMemory = memTotalBytes
 		wantHTML, wantPNG, _ := read("--stream", "never", "-q")
