@@ -622,12 +622,14 @@ func (b *bench) whatIf() func() {
 }
 
 // exportParquet runs `ppprof export DIR --parquet OUT` in a fresh process,
-// three runs at most, each into a new directory under the temporary
-// directory, all removed once measured: wall time, peak resident memory,
-// files and bytes written. (Removed only at the end: ext4 without a
-// journal, as on the hosts of docs/performance.md, skips inodes freed in
-// the last minutes when it allocates one, and creating a file near many
-// such took 0.9 ms instead of 0.02: "Beyond one machine".)
+// in both layouts (a file per step and rank, the default; a file per step
+// and chunk read), three runs at most each, each into a new directory
+// under the temporary directory, all removed once measured: wall time,
+// peak resident memory, files and bytes written. (Removed only at the
+// end: ext4 without a journal, as on the hosts of docs/performance.md,
+// skips inodes freed in the last minutes when it allocates one, and
+// creating a file near many such took 0.9 ms instead of 0.02: "Beyond one
+// machine".)
 func (b *bench) exportParquet() func() {
 	root, err := os.MkdirTemp("", "ppprof-bench-parquet-")
 	if err != nil {
@@ -635,36 +637,46 @@ func (b *bench) exportParquet() func() {
 	}
 	defer os.RemoveAll(root)
 	runs := b.runs
-	b.runs = min(runs, 3)
-	var rss int64
+	n := min(runs, 3)
+	b.runs = n
+	defer func() { b.runs = runs }()
+	var rows []func()
 	k := 0
-	s := b.measure(false, func() {
-		out := filepath.Join(root, strconv.Itoa(k))
-		k++
-		cmd := exec.Command(b.bin, "export", b.dir, "--parquet", out, "-q")
-		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fail(fmt.Errorf("ppprof export: %w", err))
-		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = max(rss, ru.Maxrss*1024)
-		}
-	})
-	b.runs = runs
-	var files, size int64
-	filepath.WalkDir(filepath.Join(root, "0"), func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				files++
-				size += fi.Size()
+	for _, layout := range []struct{ flag, files string }{{"step,rank", "one per step and rank"}, {"step", "one per step and chunk"}} {
+		var rss int64
+		first := k
+		s := b.measure(false, func() {
+			out := filepath.Join(root, strconv.Itoa(k))
+			k++
+			cmd := exec.Command(b.bin, "export", b.dir, "--parquet", out, "--parquet-partition", layout.flag, "-q")
+			cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fail(fmt.Errorf("ppprof export: %w", err))
 			}
-		}
-		return nil
-	})
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				rss = max(rss, ru.Maxrss*1024)
+			}
+		})
+		var files, size int64
+		filepath.WalkDir(filepath.Join(root, strconv.Itoa(first)), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if fi, err := d.Info(); err == nil {
+					files++
+					size += fi.Size()
+				}
+			}
+			return nil
+		})
+		rows = append(rows, func() {
+			row(fmt.Sprintf("ppprof export DIR --parquet OUT --parquet-partition %s (fresh process), %d cores", layout.flag, b.procs), rate(float64(b.events), s, "events/s"),
+				fmt.Sprintf("%.1f s, %d runs; peak RSS %.2f GB; %d files (%s), %.1f B/event; streamed a pipeline replica at a time",
+					s.med, n, float64(rss)/1e9, files, layout.files, float64(size)/float64(b.events)))
+		})
+	}
 	return func() {
-		row(fmt.Sprintf("ppprof export DIR --parquet OUT (fresh process), %d cores", b.procs), rate(float64(b.events), s, "events/s"),
-			fmt.Sprintf("%.1f s, %d runs; peak RSS %.2f GB; %d files (one per step and rank), %.1f B/event; streamed a pipeline replica at a time",
-				s.med, min(runs, 3), float64(rss)/1e9, files, float64(size)/float64(b.events)))
+		for _, r := range rows {
+			r()
+		}
 	}
 }
 
