@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -223,7 +225,7 @@ func (w *ParquetWriter) Write(t *trace.Trace) error {
 	kv := metadata.NewKeyValueMetadata()
 	meta := t.Meta.Map()
 	for _, k := range trace.Keys(meta) {
-		if err := kv.Append(k, meta[k]); err != nil {
+		if err := kv.Append(k, validUTF8(meta[k])); err != nil {
 			return fmt.Errorf("parquet metadata: %w", err)
 		}
 	}
@@ -427,6 +429,17 @@ func writeParquetFile(path string, cols []pqCol, sc *schema.GroupNode, props *pa
 	return nil
 }
 
+// validUTF8 is s, or s with U+FFFD in place of each run of bytes that
+// are not UTF-8: Parquet's strings (and its key-value metadata, in
+// arrow-go) must be UTF-8, and a trace's names need not be (a collector
+// is handed bytes).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
 // grow returns s with length n, reusing its array when large enough.
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
@@ -481,7 +494,7 @@ func writePQColumn(cw file.ColumnChunkWriter, c pqCol, t *trace.Trace, rows []in
 		for k, i := range rows {
 			// The writer only reads the bytes (it copies what it keeps):
 			// the string's own bytes, not a copy of them.
-			s := c.str(t, i)
+			s := validUTF8(c.str(t, i))
 			vals[k] = parquet.ByteArray(unsafe.Slice(unsafe.StringData(s), len(s)))
 		}
 		_, err = w.WriteBatch(vals, nil, nil)

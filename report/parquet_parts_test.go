@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ppprof/ppprof/sim"
@@ -188,8 +189,10 @@ func sameRows(t *testing.T, what string, pf *pqFile, tr *trace.Trace, rows []int
 		got := fmt.Sprintln(pf.str["job"][j], pf.i32["pipeline"][j], pf.i32["stage"][j], pf.i32["tp_rank"][j], pf.i32["chunk"][j],
 			pf.i32["microbatch"][j], pf.str["kind"][j], pf.i64["seq"][j], pf.i32["peer"][j], pf.i64["bytes"][j], pf.str["shape"][j],
 			pf.str["dtype"][j], pf.i64["tokens"][j], pf.f64["flops"][j], pf.i64["mem_bytes"][j])
-		want := fmt.Sprintln(tr.Meta.Job, e.Pipeline, e.Stage, e.TPRank, e.Chunk, e.MicroBatch, e.Kind, e.Seq, e.Peer, e.Bytes, e.Shape,
-			e.Dtype, e.Tokens, e.Flops, e.MemBytes)
+		// Strings as UTF-8, U+FFFD for bytes that are not.
+		u := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+		want := fmt.Sprintln(u(tr.Meta.Job), e.Pipeline, e.Stage, e.TPRank, e.Chunk, e.MicroBatch, e.Kind, e.Seq, e.Peer, e.Bytes, u(e.Shape),
+			u(e.Dtype), e.Tokens, e.Flops, e.MemBytes)
 		if got != want {
 			t.Fatalf("%s row %d: %s, want %s", what, j, got, want)
 		}
