@@ -59,6 +59,10 @@ type Options struct {
 	// from (and the op groups it uses), without the statistics, memory,
 	// replays and stragglers the rest of the report costs.
 	untilSchedule bool
+	// packAll packs chunks with every column, not only those the
+	// analysis' visits read (RunWhatIfChunks: its graphs read the
+	// process groups too).
+	packAll bool
 }
 
 // numPasses is the number of Progress steps of Run.

@@ -276,7 +276,11 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 						// slabs as one large trace's would.
 						packer = trace.NewPacker(t.Len() * len(ix.chunks))
 					}
-					p := packer.PackColumns(t, visitColumns)
+					cols := visitColumns
+					if opt.packAll {
+						cols = trace.AllColumns
+					}
+					p := packer.PackColumns(t, cols)
 					need := packed + p.Bytes() + lists
 					if all := (packed + p.Bytes()) * n / done; all+lists > opt.PackBytes && packMixColumns {
 						need += int64(t.Len()) * trace.RowBytes
@@ -389,26 +393,57 @@ func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
 		// replays share a topology (newReplayIn). (Passes reduce per
 		// window, in window order: the order they run in is free.)
 		slices.SortStableFunc(ks, func(a, b int) int { return cmp.Compare(ix.windows[a].pipeline, ix.windows[b].pipeline) })
-		if cs.kept == nil {
-			if ix.onChunk != nil {
-				ix.onChunk(c, len(ix.chunks))
-			}
-			if err := ix.attach(c); err != nil {
-				panic(chunkError{err})
-			}
-		}
+		ix.load(c)
 		forEach(len(ks), func(w, i int) { fn(w, ks[i]) })
-		if cs.kept == nil {
-			t := ix.windows[cs.wins[0]].t
-			for _, k := range cs.wins {
-				ix.windows[k].rows, ix.windows[k].t = nil, nil
-			}
-			if cs.packed != nil {
-				ix.spare = t
-			}
-			ix.spareRows, ix.rowsInUse = ix.rowsInUse, nil
-		}
+		ix.release(c)
 	}
+}
+
+// forChunks calls fn(c) for every chunk c that holds windows, in order,
+// with its windows' rows at hand (ix.windows[k].t and .rows for k in
+// ix.chunks[c].wins), then lets the chunk go unless it is kept: for a
+// pass that needs several windows of a chunk at once (the what-if's
+// steps). An error loading a chunk panics with a chunkError.
+func (ix *index) forChunks(fn func(c int)) {
+	for c := range ix.chunks {
+		if len(ix.chunks[c].wins) == 0 {
+			continue
+		}
+		ix.load(c)
+		fn(c)
+		ix.release(c)
+	}
+}
+
+// load attaches chunk c's rows to its windows, unless it is kept (they
+// are then attached already). An error panics with a chunkError.
+func (ix *index) load(c int) {
+	if ix.chunks[c].kept != nil {
+		return
+	}
+	if ix.onChunk != nil {
+		ix.onChunk(c, len(ix.chunks))
+	}
+	if err := ix.attach(c); err != nil {
+		panic(chunkError{err})
+	}
+}
+
+// release lets chunk c's rows go, unless it is kept: its windows' rows
+// are nil again, and the columns and row array kept for the next chunk.
+func (ix *index) release(c int) {
+	cs := &ix.chunks[c]
+	if cs.kept != nil {
+		return
+	}
+	t := ix.windows[cs.wins[0]].t
+	for _, k := range cs.wins {
+		ix.windows[k].rows, ix.windows[k].t = nil, nil
+	}
+	if cs.packed != nil {
+		ix.spare = t
+	}
+	ix.spareRows, ix.rowsInUse = ix.rowsInUse, nil
 }
 
 // attach loads chunk c (unpacks it when packed) and hands each of its

@@ -154,17 +154,68 @@ type Scenario struct {
 //     time the new schedules for the others;
 //  5. medians over steps, the verdict.
 func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
-	want, err := selectScenarios(opt.Scenarios)
-	if err != nil {
+	if _, err := selectScenarios(opt.Scenarios); err != nil {
 		return nil, err
+	}
+	if t.Len() == 0 {
+		return nil, fmt.Errorf("trace has no events")
 	}
 	step := opt.Step
 	if step < 0 {
 		step = AllSteps
 	}
-	if t.Len() == 0 {
+	return whatIfOn(newIndex(t, Options{Step: step}), opt)
+}
+
+// RunWhatIfChunks is RunWhatIf of a trace delivered in chunks, one chunk
+// held at a time besides those packed (aopt.PackBytes; aopt.KeepRows
+// keeps some whole): the what-if of every step of a trace too large to
+// read whole. Every row of one step must be in the same chunk (every
+// window of a step, of every pipeline replica: a step's graph joins them
+// at its optimizer step), which chunks of whole steps of every rank
+// satisfy (ingest.Chunks opened as one group, then cut between steps:
+// CutSteps); a step found in two chunks is an error. Chunks are packed
+// with every column (the graphs read the process groups). Its result is
+// RunWhatIf's of the whole trace, to the bit: every step is re-timed
+// alone, and the medians and op groups pool every step's values
+// whichever chunk held them. aopt.Step is opt.Step; aopt's progress
+// functions are not called (opt.Progress is, per phase, and per chunk
+// within the phases that read chunks).
+func RunWhatIfChunks(src Chunks, opt WhatIfOptions, aopt Options) (*WhatIf, error) {
+	if _, err := selectScenarios(opt.Scenarios); err != nil {
+		return nil, err
+	}
+	if src.NumChunks() == 0 {
 		return nil, fmt.Errorf("trace has no events")
 	}
+	aopt.Step = opt.Step
+	if aopt.Step < 0 {
+		aopt.Step = AllSteps
+	}
+	aopt.Progress, aopt.ChunkProgress = nil, nil
+	aopt.packAll = true
+	ix, err := newChunkedIndex(src, nil, aopt)
+	if err != nil {
+		return nil, err
+	}
+	return whatIfOn(ix, opt)
+}
+
+// whatIfOn is RunWhatIf on ix, a whole trace's index or a chunked one
+// whose steps each lie in one chunk.
+func whatIfOn(ix *index, opt WhatIfOptions) (wi *WhatIf, err error) {
+	if err := catchChunkError(func() { wi, err = whatIfPhases(ix, opt) }); err != nil {
+		return nil, err
+	}
+	return wi, err
+}
+
+func whatIfPhases(ix *index, opt WhatIfOptions) (*WhatIf, error) {
+	want, err := selectScenarios(opt.Scenarios)
+	if err != nil {
+		return nil, err
+	}
+	step := ix.opt.Step
 	phase := 0
 	next := func() {
 		if opt.Progress != nil {
@@ -176,8 +227,14 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 		}
 		phase++
 	}
+	// A phase that reads a chunked trace's chunks tells which it is at.
+	if opt.Progress != nil && len(ix.chunks) > 1 {
+		ix.onChunk = func(c, n int) {
+			opt.Progress(phase-1, len(WhatIfPhases), fmt.Sprintf("%s (chunk %d/%d)", WhatIfPhases[phase-1], c+1, n))
+		}
+		defer func() { ix.onChunk = nil }()
+	}
 	next()
-	ix := newIndex(t, Options{Step: step})
 	rep := opt.Analysis
 	if rep == nil {
 		// The analysis up to the schedule, on the same index: its windows
@@ -192,12 +249,19 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 		wi.Schedule, wi.Virtual = rep.Job.Schedule, rep.Job.Virtual
 	}
 	wi.Virtual = max(wi.Virtual, 1)
+	// The straggler test's typical durations, over every replayable
+	// window (the analysis made them; with opt.Analysis given, made
+	// here): the baseline pass counts each step's stragglers.
+	og := newOpGroups(ix)
 
 	// 2. Baseline pass.
 	// The graphs' memory, per worker, serves both passes that build them.
 	next()
 	var mem []graphMem
-	base := baselinePass(ix, opt.NoLaunchDelays, &mem)
+	base, ranksOf, err := baselinePass(ix, og, opt.NoLaunchDelays, &mem)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range base {
 		if s.err != nil {
 			if wi.SkippedSteps == 0 {
@@ -223,8 +287,8 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 
 	// 3. Changes.
 	next()
-	st := newWhatIfStats(ix, ok)
-	plans := st.plans(ix)
+	st := newWhatIfStats(ix, ok, og, ranksOf)
+	plans := st.plans()
 
 	// 4. Replays that keep the order, then new schedules.
 	next()
@@ -302,8 +366,10 @@ type stepBase struct {
 	replayNs int64 // replayed span with measured durations
 	windowNs int64 // the longest measured window of its pipelines
 	path     pathSum
-	samples  stepSamples
-	xfers    []xferSample
+	// stragglers: the step's ops the straggler test flags.
+	stragglers int
+	samples    stepSamples
+	xfers      []xferSample
 }
 
 // stepSamples is the measured durations of one step's compute ops and
@@ -410,10 +476,36 @@ type xferSample struct {
 	durNs    int64
 }
 
+// stepsByChunk groups steps (each step's windows) by the chunk of ix that
+// holds them: an error when a step's windows are in two chunks.
+func stepsByChunk(ix *index, steps []*stepBase) ([][]int, error) {
+	by := make([][]int, len(ix.chunks))
+	for k, sb := range steps {
+		c := ix.windows[sb.ws[0]].chunk
+		for _, w := range sb.ws {
+			if c2 := ix.windows[w].chunk; c2 != c {
+				return nil, fmt.Errorf("step %d has rows in chunks %d and %d: the what-if re-times a step whole, so a chunk must hold whole steps of every pipeline replica", sb.step, c, c2)
+			}
+		}
+		by[c] = append(by[c], k)
+	}
+	return by, nil
+}
+
+// rankAt is a rank's pipeline and stage where a run of its rows starts.
+type rankAt struct {
+	rank     trace.Rank
+	pipeline int32
+	stage    int32
+}
+
 // baselinePass re-times every step whose windows are all complete with
-// measured durations, in step order. The memory its graphs were built in,
-// one per worker, is left in *mems for replayPlans.
-func baselinePass(ix *index, noDelays bool, mems *[]graphMem) []*stepBase {
+// measured durations, in step order, chunk by chunk, and counts each
+// step's stragglers (og). The memory its graphs were built in, one per
+// worker, is left in *mems for replayPlans. It also returns the ranks of
+// each (pipeline, stage), every rank where its first row in the
+// windows' order puts it.
+func baselinePass(ix *index, og *opGroups, noDelays bool, mems *[]graphMem) ([]*stepBase, map[[2]int32][]int, error) {
 	var out []*stepBase
 	forSteps(ix, func(ws []int, spanNs int64) {
 		sb := &stepBase{step: ix.windows[ws[0]].step, ws: ws, measNs: spanNs}
@@ -426,48 +518,97 @@ func baselinePass(ix *index, noDelays bool, mems *[]graphMem) []*stepBase {
 		}
 		out = append(out, sb)
 	})
+	byChunk, err := stepsByChunk(ix, out)
+	if err != nil {
+		return nil, nil, err
+	}
 	mem := make([]graphMem, workers(len(out)))
 	*mems = mem
 	scratch := make([]sampleScratch, len(mem))
-	forEach(len(out), func(w, k int) {
-		sb := out[k]
-		if sb.err != nil {
-			return
-		}
-		mem[w].held = nil
-		g, err := mem[w].buildStepGraph(ix, sb.ws)
-		if err != nil {
-			sb.err = err
-			return
-		}
-		mem[w].held, mem[w].heldGraph = sb, g
-		delay := g.delay
-		if noDelays {
-			delay = nil
-		}
-		s, e := g.run(g.meas, delay)
-		sb.replayNs = e - s
-		sb.path = g.criticalPath(s, delay, ix.p)
-		t := ix.t
-		scratch[w].group(g, sb)
-		nRecv := 0
-		for _, c := range g.class {
-			nRecv += b2i(c == ncRecv)
-		}
-		sb.xfers = hugepage.Make[xferSample](nRecv)[:0]
-		for v := range int32(g.numNodes()) {
-			if g.class[v] == ncRecv {
-				snd := g.row[g.other[v]]
-				b := t.Bytes[snd]
-				if b <= 0 {
-					b = t.Bytes[g.row[v]]
+	firsts := make([][]rankAt, len(ix.windows)) // per window: where each run of a rank's rows starts
+	ix.forChunks(func(c int) {
+		wins := ix.chunks[c].wins
+		forEach(len(wins), func(_, i int) {
+			k := wins[i]
+			w := ix.windows[k]
+			var last trace.Rank
+			for j, r := range w.rows {
+				if rk := w.t.Rank[r]; j == 0 || rk != last {
+					last = rk
+					firsts[k] = append(firsts[k], rankAt{rk, w.t.Pipeline[r], int32(w.t.Stage[r])})
 				}
-				from := g.ranks[g.owner[g.other[v]]].stage
-				sb.xfers = append(sb.xfers, xferSample{from: from, to: g.stage[v], dir: p2pDir(g.kind[v]), bytes: max(b, 0), durNs: g.meas[v]})
+			}
+		})
+		forEach(len(byChunk[c]), func(w, i int) {
+			sb := out[byChunk[c][i]]
+			if sb.err != nil {
+				return
+			}
+			mem[w].held = nil
+			g, err := mem[w].buildStepGraph(ix, sb.ws)
+			if err != nil {
+				sb.err = err
+				return
+			}
+			mem[w].held, mem[w].heldGraph = sb, g
+			delay := g.delay
+			if noDelays {
+				delay = nil
+			}
+			s, e := g.run(g.meas, delay)
+			sb.replayNs = e - s
+			sb.path = g.criticalPath(s, delay, ix.p)
+			t := ix.windows[sb.ws[0]].t
+			scratch[w].group(g, sb)
+			nRecv := 0
+			for _, c := range g.class {
+				nRecv += b2i(c == ncRecv)
+			}
+			sb.xfers = hugepage.Make[xferSample](nRecv)[:0]
+			for v := range int32(g.numNodes()) {
+				if g.class[v] == ncRecv {
+					snd := g.row[g.other[v]]
+					b := t.Bytes[snd]
+					if b <= 0 {
+						b = t.Bytes[g.row[v]]
+					}
+					from := g.ranks[g.owner[g.other[v]]].stage
+					sb.xfers = append(sb.xfers, xferSample{from: from, to: g.stage[v], dir: p2pDir(g.kind[v]), bytes: max(b, 0), durNs: g.meas[v]})
+				}
+			}
+			for _, x := range sb.ws {
+				for _, i := range ix.windows[x].rows {
+					if gx := og.group(t, i); gx >= 0 {
+						if c, _, _ := og.judge(t, i, gx); c != "" {
+							sb.stragglers++
+						}
+					}
+				}
+			}
+		})
+		if ix.chunks[c].kept == nil {
+			// The chunk's columns are let go: a graph held must be built
+			// again from the next read.
+			for w := range mem {
+				mem[w].held, mem[w].heldGraph = nil, nil
 			}
 		}
 	})
-	return out
+	ranksOf := map[[2]int32][]int{}
+	seen := map[trace.Rank]bool{}
+	for _, fs := range firsts {
+		for _, f := range fs {
+			if !seen[f.rank] {
+				seen[f.rank] = true
+				k := [2]int32{f.pipeline, f.stage}
+				ranksOf[k] = append(ranksOf[k], int(f.rank))
+			}
+		}
+	}
+	for k := range ranksOf {
+		slices.Sort(ranksOf[k])
+	}
+	return out, ranksOf, nil
 }
 
 // buildStepGraph builds the graph of the step made of windows ws.
@@ -494,7 +635,8 @@ func (m *graphMem) buildStepGraph(ix *index, ws []int) (*stepGraph, error) {
 	if m != nil {
 		m.rows = rows
 	}
-	return m.traceGraph(ix.t, ix.windows[ws[0]].step, rows, ix.p)
+	w := ix.windows[ws[0]]
+	return m.traceGraph(w.t, w.step, rows, ix.p)
 }
 
 // pathSummary averages the steps' critical paths and lists the path of the
@@ -525,13 +667,14 @@ type plan struct {
 	detail      string
 	unavailable string // non-empty: cannot be predicted, and why
 	// change rewrites dur (the graph's measured durations, a copy) in
-	// place.
-	change func(g *stepGraph, dur []int64)
+	// place; t is the trace the graph was built from.
+	change func(t *trace.Trace, g *stepGraph, dur []int64)
 }
 
 // replayPlans re-times every step of ok under every available plan and
 // returns, per plan, each step's predicted time in ms. It builds the
-// graphs again in mem, baselinePass's (no fresh memory to fault in).
+// graphs again in mem, baselinePass's (no fresh memory to fault in),
+// chunk by chunk.
 func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []graphMem) [][]float64 {
 	out := make([][]float64, len(plans))
 	for k := range out {
@@ -545,6 +688,7 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []g
 		if noDelays {
 			delay = nil
 		}
+		t := ix.windows[ok[k].ws[0]].t
 		// The worker's durations, from step to step (fresh memory each
 		// step was as many pages to fault in as the graph has nodes).
 		m.dur = grown(m.dur, g.numNodes())
@@ -554,46 +698,56 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []g
 				continue
 			}
 			copy(dur, g.meas)
-			pl.change(g, dur)
+			pl.change(t, g, dur)
 			s, e := g.run(dur, delay)
 			out[x][k] = float64(e-s) / 1e6
 		}
 	}
-	// Each worker's memory still holds the graph of the last step it
-	// built (runs leave a graph as built): those steps are replayed
-	// first, each in its own memory, without building them again (the
-	// one step of a what-if of one step).
-	held := make([]int, len(mem))
-	at := make(map[*stepBase]int, len(ok))
-	for k, s := range ok {
-		at[s] = k
+	byChunk, err := stepsByChunk(ix, ok)
+	if err != nil {
+		panic(err) // baselinePass grouped them first
 	}
-	done := make([]bool, len(ok))
-	for w := range mem {
-		held[w] = -1
-		if k, found := at[mem[w].held]; found {
-			held[w], done[k] = k, true
+	ix.forChunks(func(c int) {
+		steps := byChunk[c]
+		if len(steps) == 0 {
+			return
 		}
-	}
-	forEach(len(mem), func(_, w int) {
-		if k := held[w]; k >= 0 {
-			replay(&mem[w], mem[w].heldGraph, k)
+		// Each worker's memory may still hold the graph of the last step
+		// it built (a whole trace's: runs leave a graph as built): those
+		// steps are replayed first, each in its own memory, without
+		// building them again (the one step of a what-if of one step).
+		held := make([]int, len(mem))
+		at := make(map[*stepBase]int, len(steps))
+		for _, k := range steps {
+			at[ok[k]] = k
 		}
-	})
-	var rest []int
-	for k := range ok {
-		if !done[k] {
-			rest = append(rest, k)
+		done := make(map[int]bool, len(mem))
+		for w := range mem {
+			held[w] = -1
+			if k, found := at[mem[w].held]; found {
+				held[w], done[k] = k, true
+			}
 		}
-	}
-	forEach(len(rest), func(w, i int) {
-		k := rest[i]
-		mem[w].held = nil
-		g, err := mem[w].buildStepGraph(ix, ok[k].ws)
-		if err != nil {
-			return // built once already: cannot happen
+		forEach(len(mem), func(_, w int) {
+			if k := held[w]; k >= 0 {
+				replay(&mem[w], mem[w].heldGraph, k)
+			}
+		})
+		var rest []int
+		for _, k := range steps {
+			if !done[k] {
+				rest = append(rest, k)
+			}
 		}
-		replay(&mem[w], g, k)
+		forEach(len(rest), func(w, i int) {
+			k := rest[i]
+			mem[w].held = nil
+			g, err := mem[w].buildStepGraph(ix, ok[k].ws)
+			if err != nil {
+				return // built once already: cannot happen
+			}
+			replay(&mem[w], g, k)
+		})
 	})
 	return out
 }

@@ -32,10 +32,12 @@ type whatIfStats struct {
 	rows      int64              // rows of the trace: a bound on schedules to build
 }
 
-// newWhatIfStats gathers the samples of the replayed steps ok.
-func newWhatIfStats(ix *index, ok []*stepBase) *whatIfStats {
+// newWhatIfStats gathers the samples of the replayed steps ok; og is the
+// straggler test's groups (newOpGroups), ranksOf the ranks of each
+// (pipeline, stage) (baselinePass).
+func newWhatIfStats(ix *index, ok []*stepBase, og *opGroups, ranksOf map[[2]int32][]int) *whatIfStats {
 	st := &whatIfStats{p: ix.p, v: 1, steps: len(ok), worker: map[sampleKey]float64{}, workerN: map[sampleKey]int{},
-		chunk: map[sampleKey]float64{}, stage: map[sampleKey]float64{}, ranksOf: map[[2]int32][]int{}, rows: int64(ix.t.Len())}
+		chunk: map[sampleKey]float64{}, stage: map[sampleKey]float64{}, ranksOf: ranksOf, rows: int64(ix.tot.events), og: og}
 	// The medians of every key's samples over the steps, and of the
 	// coarser groups that pool them: (stage, chunk, kind), and (stage,
 	// kind) for compute ops. A median does not depend on the order of its
@@ -109,49 +111,8 @@ func newWhatIfStats(ix *index, ok []*stepBase) *whatIfStats {
 		st.xferMed = st.p2p.all.constNs // the median of every transfer's time
 		st.xferPerSt = float64(nx) / float64(len(ok))
 	}
-	// Stragglers, and the ranks of each worker.
-	st.og = newOpGroups(ix)
-	t := ix.t
-	var ws []int
 	for _, s := range ok {
-		ws = append(ws, s.ws...)
-	}
-	flagged := make([]int, workers(len(ws)))
-	forEach(len(ws), func(w, k int) {
-		for _, i := range ix.windows[ws[k]].rows {
-			if x := st.og.group(t, i); x >= 0 {
-				if c, _, _ := st.og.judge(t, i, x); c != "" {
-					flagged[w]++
-				}
-			}
-		}
-	})
-	for _, n := range flagged {
-		st.stragglrs += n
-	}
-	// Every rank's first row in the windows' order decides; once every
-	// rank of the trace is seen, the rest cannot add one.
-	seen := map[trace.Rank]bool{}
-	for _, w := range ix.windows {
-		if len(seen) == len(ix.tot.ranks) {
-			break
-		}
-		var last trace.Rank
-		for j, i := range w.rows {
-			r := t.Rank[i]
-			if j > 0 && r == last {
-				continue // a run of a rank's rows: its first was looked at
-			}
-			last = r
-			if !seen[r] {
-				seen[r] = true
-				k := [2]int32{t.Pipeline[i], int32(t.Stage[i])}
-				st.ranksOf[k] = append(st.ranksOf[k], int(r))
-			}
-		}
-	}
-	for k := range st.ranksOf {
-		slices.Sort(st.ranksOf[k])
+		st.stragglrs += s.stragglers
 	}
 	return st
 }
@@ -162,8 +123,8 @@ func cmpSampleKey(a, b sampleKey) int {
 
 // plans returns the scenarios that keep every rank's order, in
 // ScenarioNames order.
-func (st *whatIfStats) plans(ix *index) []plan {
-	return []plan{st.balancedPlan(), st.noStragglersPlan(ix.t), st.freeP2PPlan(), st.slowWorkerPlan()}
+func (st *whatIfStats) plans() []plan {
+	return []plan{st.balancedPlan(), st.noStragglersPlan(), st.freeP2PPlan(), st.slowWorkerPlan()}
 }
 
 // balancedScale returns, per stage and compute kind (0 F, 1 B, 2 W), the
@@ -209,7 +170,7 @@ func (st *whatIfStats) balancedPlan() plan {
 	if len(parts) > 0 {
 		detail = "stages slower than the median stage sped up to it: " + strings.Join(parts, "; ")
 	}
-	return plan{name: ScenarioBalanced, detail: detail, change: func(g *stepGraph, dur []int64) {
+	return plan{name: ScenarioBalanced, detail: detail, change: func(_ *trace.Trace, g *stepGraph, dur []int64) {
 		for v := range dur {
 			if g.class[v] != ncCompute {
 				continue
@@ -223,14 +184,14 @@ func (st *whatIfStats) balancedPlan() plan {
 	}}
 }
 
-func (st *whatIfStats) noStragglersPlan(t *trace.Trace) plan {
+func (st *whatIfStats) noStragglersPlan() plan {
 	og := st.og
 	detail := "no op is a straggler (median + 5 MAD and 1.25x its (stage, chunk, kind))"
 	if st.stragglrs > 0 {
 		detail = fmt.Sprintf("%d straggler ops (%.3g per step; median + 5 MAD and 1.25x their (stage, chunk, kind)) at their expected durations",
 			st.stragglrs, float64(st.stragglrs)/float64(st.steps))
 	}
-	return plan{name: ScenarioNoStragglers, detail: detail, change: func(g *stepGraph, dur []int64) {
+	return plan{name: ScenarioNoStragglers, detail: detail, change: func(t *trace.Trace, g *stepGraph, dur []int64) {
 		for v := range dur {
 			row := g.row[v]
 			if g.class[v] != ncCompute || row < 0 {
@@ -258,7 +219,7 @@ func (st *whatIfStats) freeP2PPlan() plan {
 	if st.xferPerSt > 0 {
 		detail = fmt.Sprintf("%.4g transfers per step (median %.3g ms) take no time", st.xferPerSt, st.xferMed/1e6)
 	}
-	return plan{name: ScenarioFreeP2P, detail: detail, change: func(g *stepGraph, dur []int64) {
+	return plan{name: ScenarioFreeP2P, detail: detail, change: func(t *trace.Trace, g *stepGraph, dur []int64) {
 		for v := range dur {
 			if g.class[v] == ncRecv {
 				dur[v] = 0
@@ -347,7 +308,7 @@ func (st *whatIfStats) slowWorkerPlan() plan {
 		detail = fmt.Sprintf("the slowest worker, pipeline %d stage %d (%s), %.3gx its peers in the other replicas, at their medians",
 			w.pipeline, w.stage, rankList(st.ranksOf[[2]int32{w.pipeline, w.stage}]), w.factor)
 	}
-	return plan{name: ScenarioSlowWorkerFixed, detail: detail, change: func(g *stepGraph, dur []int64) {
+	return plan{name: ScenarioSlowWorkerFixed, detail: detail, change: func(t *trace.Trace, g *stepGraph, dur []int64) {
 		if len(w.scale) == 0 {
 			return
 		}

@@ -172,13 +172,17 @@ func TestWhatIfStatsMedians(t *testing.T) {
 		}
 		ix := newIndex(tr, Options{Step: AllSteps})
 		var mem []graphMem
-		ok := baselinePass(ix, false, &mem)
+		og := newOpGroups(ix)
+		ok, ranksOf, err := baselinePass(ix, og, false, &mem)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, s := range ok {
 			if s.err != nil {
 				t.Fatalf("%s: step %d: %v", c.Schedule, s.step, s.err)
 			}
 		}
-		st := newWhatIfStats(ix, ok)
+		st := newWhatIfStats(ix, ok, og, ranksOf)
 		worker, chunk, stage := map[sampleKey][]float64{}, map[sampleKey][]float64{}, map[sampleKey][]float64{}
 		for _, s := range ok {
 			g, err := buildStepGraph(ix, s.ws)
@@ -242,7 +246,11 @@ func TestReplayPlansReusesGraphs(t *testing.T) {
 	for _, step := range []int64{AllSteps, 1} {
 		ix := newIndex(tr, Options{Step: step})
 		var mem []graphMem
-		ok := baselinePass(ix, false, &mem)
+		og := newOpGroups(ix)
+		ok, ranksOf, err := baselinePass(ix, og, false, &mem)
+		if err != nil {
+			t.Fatal(err)
+		}
 		held := 0
 		for _, m := range mem {
 			if m.held != nil {
@@ -252,7 +260,7 @@ func TestReplayPlansReusesGraphs(t *testing.T) {
 		if held == 0 {
 			t.Fatalf("step %d: the baseline pass left no graph", step)
 		}
-		plans := newWhatIfStats(ix, ok).plans(ix)
+		plans := newWhatIfStats(ix, ok, og, ranksOf).plans()
 		got := replayPlans(ix, ok, plans, false, mem)
 		want := replayPlans(ix, ok, plans, false, nil)
 		if len(want) == 0 || len(want[0]) != len(ok) || want[0][0] <= 0 {
