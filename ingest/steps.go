@@ -29,6 +29,15 @@ import (
 // cut chunks are for analyses of such windows (analyze), not for hang,
 // which matches a replica's P2P ops over its whole history.
 func (c *Chunks) CutSteps(limit, maxRows int, progress func(done, total int)) int {
+	return c.CutStepsBatches(limit, maxRows, 4, progress)
+}
+
+// CutStepsBatches is CutSteps with chunks of at least batches record
+// batches of each file (CutSteps: 4), at least 1: for a reader that needs
+// each chunk's rows at once more than it minds the batches across cuts
+// decoded twice (the what-if of every step, whose chunk is unpacked
+// whole while its steps are re-timed).
+func (c *Chunks) CutStepsBatches(limit, maxRows, batches int, progress func(done, total int)) int {
 	if limit <= 0 {
 		return 0
 	}
@@ -56,7 +65,7 @@ func (c *Chunks) CutSteps(limit, maxRows int, progress func(done, total int)) in
 	var steps [][2]int64
 	for i, g := range c.groups {
 		if c.rows[i] > limit {
-			if parts := c.cutGroup(g, maxRows, indexed); parts != nil {
+			if parts := c.cutGroup(g, maxRows, max(batches, 1), indexed); parts != nil {
 				for _, p := range parts {
 					groups, rows = append(groups, g), append(rows, p.rows)
 					spans, steps = append(spans, p.spans), append(steps, p.steps)
@@ -90,7 +99,7 @@ type rowsRead struct {
 // cutGroup cuts the group of files into chunks of whole steps, at most
 // maxRows rows each where a step is not larger; nil when a file cannot be
 // cut (see CutSteps) or the group makes one chunk anyway.
-func (c *Chunks) cutGroup(files []int, maxRows int, indexed func()) []stepCut {
+func (c *Chunks) cutGroup(files []int, maxRows, batches int, indexed func()) []stepCut {
 	runs := make([][]arrowv1.StepRun, len(files))
 	ixs := make([]*arrowv1.Index, len(files))
 	var failed atomic.Bool
@@ -121,8 +130,9 @@ func (c *Chunks) cutGroup(files []int, maxRows int, indexed func()) []stepCut {
 	}
 	slices.Sort(all)
 	// Ranges of whole steps, greedily up to maxRows rows, but at least
-	// four record batches of each file: a batch across a cut is decoded
-	// by both chunks, which must not be most of what they decode.
+	// batches record batches of each file (CutSteps: four): a batch
+	// across a cut is decoded by both chunks, which must not be most of
+	// what they decode.
 	least := 0
 	for k, rs := range runs {
 		var n int64
@@ -130,7 +140,7 @@ func (c *Chunks) cutGroup(files []int, maxRows int, indexed func()) []stepCut {
 			n += r.Rows
 		}
 		if b := ixs[k].Batches(); b > 0 {
-			least += 4 * int(n/int64(b))
+			least += batches * int(n/int64(b))
 		}
 	}
 	maxRows = max(maxRows, least)

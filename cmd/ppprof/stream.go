@@ -58,6 +58,7 @@ type streamPlan struct {
 	chunkRows int   // rows per chunk (ingest.OpenChunks)
 	cutRows   int   // a replica of more rows is cut between steps (ingest.Chunks.CutSteps; analyze only): see cutRowsOf
 	packBytes int64 // memory for chunks kept packed between passes (analyze.Options.PackBytes)
+	ram       int64 // the memory planned for (--max-memory, else the machine's)
 	mode      string
 	// optional: auto streams for speed, not for memory: if the input
 	// makes fewer than autoStreamChunks chunks, or cannot be opened in
@@ -142,7 +143,7 @@ func planStreamFor(paths []string, mode, maxMemory string, maps bool, perEvent i
 		}
 		ram = n
 	}
-	p := streamPlan{mode: mode, chunkRows: int(min(ram/10/perEvent, maxChunkRows)), cutRows: cutRowsOf(ram, perEvent), packBytes: ram / 5 * 2}
+	p := streamPlan{mode: mode, chunkRows: int(min(ram/10/perEvent, maxChunkRows)), cutRows: cutRowsOf(ram, perEvent), packBytes: ram / 5 * 2, ram: ram}
 	switch mode {
 	case "never":
 		return p, nil

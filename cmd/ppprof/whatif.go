@@ -1,9 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/report"
@@ -45,10 +45,13 @@ It also says whether a slow worker (one replica) or a slow stage (every
 replica) costs the time, and prints the critical path. Definitions and
 assumptions: docs/whatif.md.
 
-The what-if of every step reads the trace whole. With --step N, ppprof's
-rank files, and a trace too large to read whole (--stream; ppprof's own
-formats only), are read a few pipeline replicas at a time, keeping only
-step N's events: the what-if of one step of a fleet-sized job.`,
+A trace that fits is read whole. With --step N, ppprof's rank files, and
+a trace too large to read whole (--stream; ppprof's own formats only), are
+read a few pipeline replicas at a time, keeping only step N's events: the
+what-if of one step of a fleet-sized job. Without --step, a trace too large
+to read whole (or any under --stream always) is read a few whole steps at a
+time, held packed between the phases when it fits in memory that way: the
+what-if of every step of a fleet-sized job, the same as read whole.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
@@ -59,7 +62,7 @@ step N's events: the what-if of one step of a fleet-sized job.`,
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")
 	cmd.Flags().StringArrayVar(&opts.scenarios, "scenario", nil, "a scenario to report (repeatable; default all)")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input, nor the progress line")
-	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "with --step N, read only that step's events, a few pipeline replicas at a time (for traces too large to read whole): auto, always or never")
+	cmd.Flags().StringVar(&opts.stream, "stream", "auto", "read a trace too large to read whole in chunks (with --step N only that step's events, a few pipeline replicas at a time; else a few whole steps at a time): auto, always or never")
 	cmd.Flags().StringVar(&opts.memory, "max-memory", "", "memory the what-if may plan for, e.g. 8G or 512M (default: the machine's RAM); sizes --stream's decision and chunks")
 	return cmd
 }
@@ -91,13 +94,19 @@ func whatIfRun(opts *whatIfOptions) error {
 		return err
 	}
 	plan.forStep(opts.paths, step, false)
-	var t *trace.Trace
 	if plan.stream && step < 0 {
-		if opts.stream == "always" {
-			return errors.New("--stream always reads one step: give --step N (the what-if of every step reads the trace whole)")
+		// Every step of a trace too large to read whole: a few whole
+		// steps at a time.
+		wi, whole, err := whatIfAllStreamed(opts, plan)
+		if !whole {
+			if err != nil {
+				return err
+			}
+			return report.WriteWhatIf(opts.stdout, wi, format)
 		}
-		plan.stream = false // auto: as large as it is, read whole if it fits
+		plan.stream = false
 	}
+	var t *trace.Trace
 	if plan.stream {
 		t, err = whatIfStep(opts, step, plan)
 	} else {
@@ -116,10 +125,59 @@ func whatIfRun(opts *whatIfOptions) error {
 	return report.WriteWhatIf(opts.stdout, wi, format)
 }
 
+// whatIfAllStreamed is the what-if of every step of a trace read a few
+// whole steps at a time (analyze.RunWhatIfChunks): the job's files opened
+// as one group, cut between steps (ingest.Chunks.CutSteps: Arrow rank
+// files whose steps never decrease), the chunks held packed between the
+// phases when they fit (plan.packBytes), else read again by each. Under
+// --stream auto, input that cannot be chunked (other tools' formats) is
+// read whole after all, if it fits.
+func whatIfAllStreamed(opts *whatIfOptions, plan streamPlan) (wi *analyze.WhatIf, whole bool, err error) {
+	plan.chunkRows = 0 // one group of every file, cut below
+	ch, whole, err := openChunks(opts.paths, plan, opts.stderr, opts.quiet)
+	if whole || err != nil {
+		return nil, whole, err
+	}
+	readAs("streamed")
+	bar := newProgress(opts.stderr, "indexing steps", 0, "files", opts.quiet)
+	cutAs(ch.CutStepsBatches(1, whatIfStepRows(plan), whatIfCutBatches, func(done, total int) {
+		bar.update(func() { bar.total, bar.cur = int64(total), int64(done) })
+	}), ch.NumChunks())
+	bar.done()
+	if err := checkChunksFit(ch, opts.paths, "the what-if of every step reads a few whole steps at a time, and its files cannot be cut between steps (Arrow rank files, not gzip-compressed, whose steps never decrease, can): give --step N"); err != nil {
+		return nil, false, err
+	}
+	// As analyzeStreamed: chunks unpacked or read again by each phase
+	// are garbage as soon as it moves on.
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	onPhase, pbar := stepsProgress(opts.stderr, opts.quiet, "what-if", "phases")
+	wi, err = analyze.RunWhatIfChunks(ch, analyze.WhatIfOptions{Step: analyze.AllSteps, Scenarios: opts.scenarios, Progress: onPhase},
+		analyze.Options{PackBytes: plan.packBytes})
+	pbar.done()
+	if err != nil {
+		return nil, false, fmt.Errorf("what-if on %s: %w", describePaths(opts.paths), err)
+	}
+	return wi, false, nil
+}
+
+// whatIfCutBatches is the fewest record batches of each file a chunk of
+// the streamed what-if of every step reads (ingest.Chunks.CutStepsBatches):
+// ppprof's rank files hold 2048 rows a batch, about three steps of a
+// fleet job's rank, so each batch is decoded by at most two chunks.
+const whatIfCutBatches = 1
+
+// whatIfStepRows is the most rows of a chunk of whole steps the streamed
+// what-if of every step reads at once (a step of more is a chunk of its
+// own; ingest.Chunks.CutSteps reads at least four record batches of each
+// file): a tenth of the memory's worth at whatIfBytesPerEvent.
+func whatIfStepRows(plan streamPlan) int {
+	return int(max(plan.ram/10/whatIfBytesPerEvent, 1))
+}
+
 // whatIfWhole reads the input whole for the what-if, refusing before it
 // decodes anything an input that cannot fit.
 func whatIfWhole(opts *whatIfOptions) (*trace.Trace, error) {
-	if err := checkFitsWhole(opts.paths, "whatif reads its input whole; give --step N (one step is read, a few pipeline replicas at a time), give it the files of fewer pipeline replicas, or use ppprof analyze, which streams"); err != nil {
+	if err := checkFitsWhole(opts.paths, "whatif reads this input whole (--stream never, or files of other tools' formats); --stream auto reads ppprof's Arrow rank files a few whole steps at a time, or give --step N (one step is read, a few pipeline replicas at a time)"); err != nil {
 		return nil, err
 	}
 	res, err := openWithProgress(opts.paths, nil, opts.quiet, opts.stderr)

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/trace"
 )
 
 // simTrace simulates args into a fresh file and returns its path.
@@ -74,7 +77,6 @@ func TestWhatIfCommandErrors(t *testing.T) {
 		{[]string{"whatif", filepath.Join(t.TempDir(), "missing.arrow")}, "missing.arrow"},
 		{[]string{"whatif", tr, "--step", "7"}, "step 7"},
 		{[]string{"whatif", tr, "--stream", "sideways"}, `--stream "sideways"`},
-		{[]string{"whatif", tr, "--stream", "always"}, "give --step N"},
 		{[]string{"whatif", tr, "--step", "0", "--max-memory", "lots"}, "--max-memory"},
 	} {
 		_, errs, code := ppprof(t, tc.args...)
@@ -116,8 +118,8 @@ func TestWhatIfStepStream(t *testing.T) {
 		}
 	}
 	// The default: one step of rank files streamed, however small (only
-	// the step's batches decoded); one step of one file, and every step,
-	// read whole.
+	// the step's batches decoded); one step of one file read whole; every
+	// step streamed under a small budget (TestWhatIfAllStream).
 	one := simTrace(t, "--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--steps", "2")
 	for _, tc := range []struct {
 		args []string
@@ -125,7 +127,7 @@ func TestWhatIfStepStream(t *testing.T) {
 	}{
 		{[]string{"--step", "1", dir}, []string{"streamed"}},
 		{[]string{"--step", "1", one}, nil},
-		{[]string{"--max-memory", "64K", dir}, nil},
+		{[]string{"--max-memory", "64K", dir}, []string{"streamed"}},
 	} {
 		modes = nil
 		if _, stderr, code := ppprof(t, append([]string{"whatif"}, tc.args...)...); code != 0 || !slices.Equal(modes, tc.want) {
@@ -150,6 +152,81 @@ func TestWhatIfStepStream(t *testing.T) {
 	b, _, c2 := ppprof(t, "whatif", "--step", "0", "--stream", "never", "--format", "json", prof)
 	if c1 != c2 || a != b {
 		t.Errorf("Kineto, auto under a small budget vs never: exits %d %d, same output %v", c1, c2, a == b)
+	}
+}
+
+// TestWhatIfAllStream: the what-if of every step read a few whole steps
+// at a time (--stream always, and auto under a small memory budget)
+// prints what it prints read whole, in every format; what cannot be
+// chunked is refused under always and read whole under auto; a file that
+// cannot be cut between steps and would not fit is refused with the
+// reason.
+func TestWhatIfAllStream(t *testing.T) {
+	dir := fleetDir(t, "--schedule", "interleaved", "--steps", "5", "--dp", "3", "--tp", "2", "--jitter", "0.1", "--p2p-latency-us", "20",
+		"--opt-ms", "1", "--slow-stage", "2", "--slow-factor", "1.3")
+	var modes []string
+	defer func(f func(string)) { readAs = f }(readAs)
+	readAs = func(m string) { modes = append(modes, m) }
+	defer func(f func(int, int)) { cutAs = f }(cutAs)
+	var chunks int
+	cutAs = func(_, n int) { chunks = n }
+	for _, format := range []string{"json", "text", "markdown"} {
+		whole, stderr, code := ppprof(t, "whatif", "--stream", "never", "--format", format, dir)
+		if code != 0 {
+			t.Fatalf("--stream never: exit %d: %s", code, stderr)
+		}
+		if format == "json" && !strings.Contains(whole, `"steps": 5`) {
+			t.Fatalf("not every step replayed: %s", whole)
+		}
+		// 256K: chunks of at most 256K/10/280 = 93 rows, at least a
+		// record batch (64 rows) of each file: a step each.
+		for _, args := range [][]string{{"--stream", "always"}, {"--stream", "always", "--max-memory", "256K"}, {"--max-memory", "256K"}} {
+			modes, chunks = nil, 0
+			got, stderr, code := ppprof(t, append([]string{"whatif", "--format", format, dir}, args...)...)
+			if code != 0 || got != whole {
+				t.Errorf("%v --format %s: exit %d (%s), same output %v:\n%s", args, format, code, stderr, got == whole, got)
+			}
+			if !slices.Equal(modes, []string{"streamed"}) {
+				t.Errorf("%v: read %v, want streamed", args, modes)
+			}
+			if slices.Contains(args, "256K") && chunks != 5 {
+				t.Errorf("%v: %d chunks, want a step each", args, chunks)
+			}
+		}
+	}
+	// Fits: read whole under auto.
+	modes = nil
+	if _, stderr, code := ppprof(t, "whatif", dir); code != 0 || modes != nil {
+		t.Errorf("auto: exit %d (%s), read %v", code, stderr, modes)
+	}
+	// Other tools' formats are not streamed.
+	prof, err := filepath.Abs("../../ingest/testdata/torchprof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := ppprof(t, "whatif", "--stream", "always", prof); code != 1 || !strings.Contains(stderr, "--stream never") {
+		t.Errorf("--stream always of Kineto files: exit %d, %q", code, stderr)
+	}
+	a, _, c1 := ppprof(t, "whatif", "--max-memory", "64K", "--format", "json", prof)
+	b, _, c2 := ppprof(t, "whatif", "--stream", "never", "--format", "json", prof)
+	if c1 != c2 || a != b {
+		t.Errorf("Kineto, auto under a small budget vs never: exits %d %d, same output %v", c1, c2, a == b)
+	}
+	// One file of every rank cannot be cut between steps: read as one
+	// chunk when it fits, refused when not.
+	one := simTrace(t, "--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--steps", "3")
+	wantOne, _, _ := ppprof(t, "whatif", "--stream", "never", "--format", "json", one)
+	if got, stderr, code := ppprof(t, "whatif", "--stream", "always", "--format", "json", one); code != 0 || got != wantOne {
+		t.Errorf("--stream always of one file: exit %d (%s), same output %v", code, stderr, got == wantOne)
+	}
+	rows, _, err := ingest.CountRows([]string{one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	machineMemory = func() int64 { return rows*trace.RowBytes - 1 }
+	if _, stderr, code := ppprof(t, "whatif", "--stream", "always", one); code != 1 || !strings.Contains(stderr, "cannot be cut between steps") || !strings.Contains(stderr, "give --step N") {
+		t.Errorf("--stream always of one file larger than the machine: exit %d, %q", code, stderr)
 	}
 }
 
