@@ -35,14 +35,19 @@ func TestCutSteps(t *testing.T) {
 	}
 	perPipe := tr.Len() / 2
 	perStep := perPipe / 7 // every step of a replica has as many rows
-	for _, cfg := range []struct{ batch, limit, maxRows, wantCut int }{
-		{8, 0, 1, 0},                     // never
-		{8, perPipe, 1, 0},               // replicas within the limit
-		{8, perPipe - 1, 1, 2},           // one step a chunk
-		{8, perPipe - 1, 3 * perStep, 2}, // three steps a chunk
-		{8, perPipe - 1, perPipe, 0},     // cut to one chunk: left whole
-		{64, perPipe - 1, 1, 2},          // four batches of each file: several steps a chunk
+	for _, cfg := range []struct{ batch, limit, maxRows, wantCut, batches int }{
+		{8, 0, 1, 0, 0},                     // never
+		{8, perPipe, 1, 0, 0},               // replicas within the limit
+		{8, perPipe - 1, 1, 2, 0},           // one step a chunk
+		{8, perPipe - 1, 3 * perStep, 2, 0}, // three steps a chunk
+		{8, perPipe - 1, perPipe, 0, 0},     // cut to one chunk: left whole
+		{64, perPipe - 1, 1, 2, 0},          // four batches of each file: several steps a chunk
+		{64, perPipe - 1, 1, 2, 1},          // one batch of each file (CutStepsBatches): fewer steps a chunk
 	} {
+		nb := cfg.batches
+		if nb == 0 {
+			nb = 4 // CutSteps
+		}
 		// cfg.batch rows per record batch; four batches of each file of
 		// a replica (4 stages x TP 2: 8 files), each file's batches as
 		// long on average as its rows over their count.
@@ -50,7 +55,7 @@ func TestCutSteps(t *testing.T) {
 		least := 0
 		for _, r := range tr.Ranks() {
 			if n := rankSlice(tr, r).Len(); tr.Pipeline[slices.Index(tr.Rank, r)] == 0 {
-				least += 4 * (n / ((n + cfg.batch - 1) / cfg.batch))
+				least += nb * (n / ((n + cfg.batch - 1) / cfg.batch))
 			}
 		}
 		whole, err := Open([]string{dir}, Options{})
@@ -64,7 +69,13 @@ func TestCutSteps(t *testing.T) {
 		if c.NumChunks() != 2 {
 			t.Fatalf("%d chunks before cutting, want the 2 replicas", c.NumChunks())
 		}
-		if got := c.CutSteps(cfg.limit, cfg.maxRows, nil); got != cfg.wantCut {
+		cut := c.CutSteps
+		if cfg.batches != 0 {
+			cut = func(limit, maxRows int, progress func(done, total int)) int {
+				return c.CutStepsBatches(limit, maxRows, cfg.batches, progress)
+			}
+		}
+		if got := cut(cfg.limit, cfg.maxRows, nil); got != cfg.wantCut {
 			t.Errorf("%+v: %d chunks cut, want %d", cfg, got, cfg.wantCut)
 		}
 		var all []*trace.Trace
@@ -88,7 +99,7 @@ func TestCutSteps(t *testing.T) {
 			if cfg.wantCut > 0 && !steps[6] && ch.Len() <= max(cfg.maxRows, least)-perStep {
 				// Another step would have fitted (the replica's last
 				// chunk may be short).
-				t.Errorf("%+v: chunk %d: %d rows of %d steps: cut finer than max(%d, four batches of each file: %d rows)", cfg, i, ch.Len(), len(steps), cfg.maxRows, least)
+				t.Errorf("%+v: chunk %d: %d rows of %d steps: cut finer than max(%d, %d batches of each file: %d rows)", cfg, i, ch.Len(), len(steps), cfg.maxRows, nb, least)
 			}
 			for w := range ws {
 				if prev, ok := inChunk[w]; ok {
