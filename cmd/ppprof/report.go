@@ -278,7 +278,7 @@ func reportAllStreamed(opts *reportOptions, plan streamPlan) (reportInput, error
 	if wiStep != step {
 		drawn = fmt.Sprintf("the typical complete step (step %d, drawn below, never ended)", step)
 	}
-	in.whatIfNote = fmt.Sprintf("Of step %d only, %s: every step was analysed a few pipeline replicas at a time, the trace never read whole, and this step alone re-timed (ppprof report --step N or whatif --step N for another).", wiStep, drawn)
+	in.whatIfNote = fmt.Sprintf("Of step %d only, %s: every step was analysed a few pipeline replicas at a time, the trace never read whole, and this step alone re-timed (ppprof whatif re-times every step, a few whole steps at a time; report --step N or whatif --step N another).", wiStep, drawn)
 	return in, nil
 }
 
