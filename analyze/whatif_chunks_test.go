@@ -163,3 +163,43 @@ func TestWhatIfChunksProgress(t *testing.T) {
 		}
 	}
 }
+
+// FuzzWhatIfChunks: whatever a (valid) trace holds, its what-if read a few
+// whole steps at a time, chunks read again or held packed, for every step
+// and for one, is RunWhatIf's of the whole trace (or its error), and
+// neither panics.
+func FuzzWhatIfChunks(f *testing.F) {
+	f.Add(byte(0), []byte{})
+	f.Add(byte(1), []byte{5, 0, 4, 200, 1, 0})
+	f.Add(byte(6), []byte{9, 0, 8, 0, 0, 0, 30, 0, 9, 1, 0, 0})
+	f.Add(byte(11), []byte{3, 0, 2, 3, 0, 0, 40, 0, 11, 0, 0, 128})
+	f.Add(byte(2), []byte{1, 0, 3, 5, 0, 0, 2, 0, 10, 7, 7, 0, 17, 0, 0, 250, 0, 0})
+	f.Fuzz(func(t *testing.T, sel byte, script []byte) {
+		if len(script) > 6*64 {
+			script = script[:6*64]
+		}
+		tr := fuzzBase(t, sel)
+		mutate(tr, script)
+		if tr.Validate() != nil {
+			return // ingest refuses it: the what-if never sees it
+		}
+		all := slices.Compact(slices.Sorted(slices.Values(tr.Step)))
+		half := (len(all) + 1) / 2
+		ranges := [][]int64{all[:half], all[half:]}
+		if len(ranges[1]) == 0 {
+			ranges = ranges[:1]
+		}
+		for _, step := range []int64{AllSteps, 1} {
+			want, werr := RunWhatIf(tr, WhatIfOptions{Step: step})
+			for _, pack := range []int64{0, 1 << 40} {
+				got, gerr := RunWhatIfChunks(splitSteps(tr, ranges), WhatIfOptions{Step: step}, Options{PackBytes: pack})
+				if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
+					t.Fatalf("step %d, pack %d: RunWhatIf error %v, RunWhatIfChunks error %v", step, pack, werr, gerr)
+				}
+				if werr == nil && !reflect.DeepEqual(want, got) {
+					t.Fatalf("step %d, pack %d: what-ifs differ:\n got %+v\nwant %+v", step, pack, got, want)
+				}
+			}
+		}
+	})
+}
