@@ -144,8 +144,15 @@ func whatIfAllStreamed(opts *whatIfOptions, plan streamPlan) (wi *analyze.WhatIf
 		bar.update(func() { bar.total, bar.cur = int64(total), int64(done) })
 	}), ch.NumChunks())
 	bar.done()
-	if err := checkChunksFit(ch, opts.paths, "the what-if of every step reads a few whole steps at a time, and its files cannot be cut between steps (Arrow rank files, not gzip-compressed, whose steps never decrease, can): give --step N"); err != nil {
-		return nil, false, err
+	// A chunk the what-if could not hold: files that cannot be cut
+	// between steps left whole (or a step larger than the machine).
+	if ram := machineMemory(); ram > 0 {
+		for i := range ch.NumChunks() {
+			if n := int64(ch.Rows(i)); n*whatIfBytesPerEvent > ram {
+				return nil, false, fmt.Errorf("%s: the what-if of every step reads a few whole steps at a time, but %d events must be read at once (%s at %d bytes an event, more than this machine's %s of memory): its files cannot be cut between steps (Arrow rank files, not gzip-compressed, whose steps never decrease, can); give --step N",
+					describePaths(opts.paths), n, gib(n*whatIfBytesPerEvent), whatIfBytesPerEvent, gib(ram))
+			}
+		}
 	}
 	// As analyzeStreamed: chunks unpacked or read again by each phase
 	// are garbage as soon as it moves on.

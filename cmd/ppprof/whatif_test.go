@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/ppprof/ppprof/ingest"
-	"github.com/ppprof/ppprof/trace"
 )
 
 // simTrace simulates args into a fresh file and returns its path.
@@ -224,9 +223,11 @@ func TestWhatIfAllStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func(f func() int64) { machineMemory = f }(machineMemory)
-	machineMemory = func() int64 { return rows*trace.RowBytes - 1 }
-	if _, stderr, code := ppprof(t, "whatif", "--stream", "always", one); code != 1 || !strings.Contains(stderr, "cannot be cut between steps") || !strings.Contains(stderr, "give --step N") {
-		t.Errorf("--stream always of one file larger than the machine: exit %d, %q", code, stderr)
+	machineMemory = func() int64 { return rows*whatIfBytesPerEvent - 1 }
+	for _, args := range [][]string{{"--stream", "always"}, {"--max-memory", "64K"}} {
+		if _, stderr, code := ppprof(t, append([]string{"whatif", one}, args...)...); code != 1 || !strings.Contains(stderr, "cannot be cut between steps") || !strings.Contains(stderr, "give --step N") {
+			t.Errorf("%v: one file the what-if could not hold: exit %d, %q", args, code, stderr)
+		}
 	}
 }
 
