@@ -399,14 +399,16 @@ func (ix *index) forWindows(want func(k int) bool, fn func(w, k int)) {
 	}
 }
 
-// forChunks calls fn(c) for every chunk c that holds windows, in order,
-// with its windows' rows at hand (ix.windows[k].t and .rows for k in
+// forChunks calls fn(c) for every chunk c that holds windows and for
+// which want is true (every such chunk when want is nil), in order, with
+// its windows' rows at hand (ix.windows[k].t and .rows for k in
 // ix.chunks[c].wins), then lets the chunk go unless it is kept: for a
 // pass that needs several windows of a chunk at once (the what-if's
-// steps). An error loading a chunk panics with a chunkError.
-func (ix *index) forChunks(fn func(c int)) {
+// steps). A chunk not wanted is not loaded. An error loading a chunk
+// panics with a chunkError.
+func (ix *index) forChunks(want func(c int) bool, fn func(c int)) {
 	for c := range ix.chunks {
-		if len(ix.chunks[c].wins) == 0 {
+		if len(ix.chunks[c].wins) == 0 || want != nil && !want(c) {
 			continue
 		}
 		ix.load(c)

@@ -526,7 +526,7 @@ func baselinePass(ix *index, og *opGroups, noDelays bool, mems *[]graphMem) ([]*
 	*mems = mem
 	scratch := make([]sampleScratch, len(mem))
 	firsts := make([][]rankAt, len(ix.windows)) // per window: where each run of a rank's rows starts
-	ix.forChunks(func(c int) {
+	ix.forChunks(nil, func(c int) {
 		wins := ix.chunks[c].wins
 		forEach(len(wins), func(_, i int) {
 			k := wins[i]
@@ -707,11 +707,8 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []g
 	if err != nil {
 		panic(err) // baselinePass grouped them first
 	}
-	ix.forChunks(func(c int) {
+	ix.forChunks(func(c int) bool { return len(byChunk[c]) > 0 }, func(c int) {
 		steps := byChunk[c]
-		if len(steps) == 0 {
-			return
-		}
 		// Each worker's memory may still hold the graph of the last step
 		// it built (a whole trace's: runs leave a graph as built): those
 		// steps are replayed first, each in its own memory, without

@@ -170,12 +170,15 @@ func whatIfAllStreamed(opts *whatIfOptions, plan streamPlan) (wi *analyze.WhatIf
 // whatIfCutBatches is the fewest record batches of each file a chunk of
 // the streamed what-if of every step reads (ingest.Chunks.CutStepsBatches):
 // ppprof's rank files hold 2048 rows a batch, about three steps of a
-// fleet job's rank, so each batch is decoded by at most two chunks.
+// fleet job's rank, and a batch across a cut is decoded by both chunks:
+// chunks of a few steps each (about 2.7 of the fleet trace's), most
+// batches decoded once or twice. (At CutSteps' four, the 24.7M-event
+// fleet trace made one chunk: no memory saved.)
 const whatIfCutBatches = 1
 
 // whatIfStepRows is the most rows of a chunk of whole steps the streamed
 // what-if of every step reads at once (a step of more is a chunk of its
-// own; ingest.Chunks.CutSteps reads at least four record batches of each
+// own, and a chunk holds at least whatIfCutBatches record batches of each
 // file): a tenth of the memory's worth at whatIfBytesPerEvent.
 func whatIfStepRows(plan streamPlan) int {
 	return int(max(plan.ram/10/whatIfBytesPerEvent, 1))
