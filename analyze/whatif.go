@@ -180,7 +180,7 @@ func RunWhatIf(t *trace.Trace, opt WhatIfOptions) (*WhatIf, error) {
 // alone, and the medians and op groups pool every step's values
 // whichever chunk held them. aopt.Step is opt.Step; aopt's progress
 // functions are not called (opt.Progress is, per phase, and per chunk
-// within the phases that read chunks).
+// within the phases that read chunks, the first read of each included).
 func RunWhatIfChunks(src Chunks, opt WhatIfOptions, aopt Options) (*WhatIf, error) {
 	if _, err := selectScenarios(opt.Scenarios); err != nil {
 		return nil, err
@@ -193,6 +193,13 @@ func RunWhatIfChunks(src Chunks, opt WhatIfOptions, aopt Options) (*WhatIf, erro
 		aopt.Step = AllSteps
 	}
 	aopt.Progress, aopt.ChunkProgress = nil, nil
+	if opt.Progress != nil && src.NumChunks() > 1 {
+		// The first read of every chunk (and its packing) is part of
+		// the analysis phase, and most of it for a large trace.
+		aopt.ChunkProgress = func(c, n int) {
+			opt.Progress(0, len(WhatIfPhases), fmt.Sprintf("%s (chunk %d/%d)", WhatIfPhases[0], c+1, n))
+		}
+	}
 	aopt.packAll = true
 	ix, err := newChunkedIndex(src, nil, aopt)
 	if err != nil {

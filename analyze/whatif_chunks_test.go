@@ -162,6 +162,15 @@ func TestWhatIfChunksProgress(t *testing.T) {
 			t.Errorf("no %q in %q", want, seen)
 		}
 	}
+	// Chunk 1 is read three times in the analysis phase: first (the
+	// scan), then by its two visits (nothing packed or kept).
+	n := 0
+	for _, s := range seen {
+		n += b2i(s == "0/5 analysis (chunk 1/3)")
+	}
+	if n != 3 {
+		t.Errorf("chunk 1 read %d times in the analysis, want 3: %q", n, seen)
+	}
 }
 
 // FuzzWhatIfChunks: whatever a (valid) trace holds, its what-if read a few
