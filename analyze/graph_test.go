@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -390,19 +391,9 @@ func TestGraphMemReuse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			g.run(g.meas, g.delay)
 			if mem != nil {
-				g.run(g.meas, g.delay)
-				c := *g // the arrays, before the next build reuses them
-				for _, a := range []*[]int32{&c.row, &c.owner, &c.stage, &c.chunk, &c.mb, &c.opIdx, &c.prev, &c.other, &c.extraOff, &c.extra, &c.order, &c.crit} {
-					*a = slices.Clone(*a)
-				}
-				for _, a := range []*[]int64{&c.base, &c.meas, &c.delay, &c.s, &c.e} {
-					*a = slices.Clone(*a)
-				}
-				c.class, c.kind, c.fromArrival = slices.Clone(c.class), slices.Clone(c.kind), slices.Clone(c.fromArrival)
-				g = &c
-			} else {
-				g.run(g.meas, g.delay)
+				g = snapshotGraph(g) // the arrays, before the next build reuses them
 			}
 			out = append(out, g)
 		})
@@ -440,16 +431,123 @@ func TestGraphMemReuse(t *testing.T) {
 		t.Fatalf("%d graphs, want %d (3 steps)", len(got), len(want))
 	}
 	for k := range want {
-		w, g := want[k], got[k]
-		same := slices.Equal(w.class, g.class) && slices.Equal(w.kind, g.kind) && slices.Equal(w.row, g.row) &&
-			slices.Equal(w.owner, g.owner) && slices.Equal(w.stage, g.stage) && slices.Equal(w.chunk, g.chunk) &&
-			slices.Equal(w.mb, g.mb) && slices.Equal(w.opIdx, g.opIdx) && slices.Equal(w.prev, g.prev) &&
-			slices.Equal(w.other, g.other) && slices.Equal(w.base, g.base) && slices.Equal(w.meas, g.meas) &&
-			slices.Equal(w.delay, g.delay) && slices.Equal(w.fromArrival, g.fromArrival) &&
-			slices.Equal(w.extraOff, g.extraOff) && slices.Equal(w.extra, g.extra) && slices.Equal(w.order, g.order) &&
-			slices.Equal(w.s, g.s) && slices.Equal(w.e, g.e) && slices.Equal(w.crit, g.crit)
-		if !same {
-			t.Errorf("step %d: the graph built in reused memory differs from the one built fresh", w.step)
+		if !sameGraph(want[k], got[k]) {
+			t.Errorf("step %d: the graph built in reused memory differs from the one built fresh", want[k].step)
 		}
 	}
+}
+
+// snapshotGraph copies g's arrays (a graph built in a graphMem is
+// overwritten by the next build there).
+func snapshotGraph(g *stepGraph) *stepGraph {
+	c := *g
+	for _, a := range []*[]int32{&c.row, &c.owner, &c.stage, &c.chunk, &c.mb, &c.opIdx, &c.prev, &c.other, &c.extraOff, &c.extra, &c.order, &c.crit} {
+		*a = slices.Clone(*a)
+	}
+	for _, a := range []*[]int64{&c.base, &c.meas, &c.delay, &c.s, &c.e} {
+		*a = slices.Clone(*a)
+	}
+	c.class, c.kind, c.fromArrival = slices.Clone(c.class), slices.Clone(c.kind), slices.Clone(c.fromArrival)
+	return &c
+}
+
+// sameGraph compares two graphs' arrays, and their last runs' results.
+func sameGraph(w, g *stepGraph) bool {
+	return w.step == g.step && slices.Equal(w.class, g.class) && slices.Equal(w.kind, g.kind) && slices.Equal(w.row, g.row) &&
+		slices.Equal(w.owner, g.owner) && slices.Equal(w.stage, g.stage) && slices.Equal(w.chunk, g.chunk) &&
+		slices.Equal(w.mb, g.mb) && slices.Equal(w.opIdx, g.opIdx) && slices.Equal(w.prev, g.prev) &&
+		slices.Equal(w.other, g.other) && slices.Equal(w.base, g.base) && slices.Equal(w.meas, g.meas) &&
+		slices.Equal(w.delay, g.delay) && slices.Equal(w.fromArrival, g.fromArrival) &&
+		slices.Equal(w.extraOff, g.extraOff) && slices.Equal(w.extra, g.extra) && slices.Equal(w.order, g.order) &&
+		slices.Equal(w.s, g.s) && slices.Equal(w.e, g.e) && slices.Equal(w.crit, g.crit)
+}
+
+// stepGraphsIn builds the graph of every step of tr that has one, in the
+// order of steps (reversed when back), in mem (nil: fresh memory each),
+// runs it with its measured durations and delays, and returns copies;
+// steps whose graph fails are nil.
+func stepGraphsIn(t *testing.T, tr *trace.Trace, mem *graphMem, back bool) []*stepGraph {
+	t.Helper()
+	ix := newIndex(tr, Options{Step: AllSteps})
+	var steps [][]int
+	forSteps(ix, func(ws []int, _ int64) { steps = append(steps, ws) })
+	if back {
+		slices.Reverse(steps)
+	}
+	var out []*stepGraph
+	for _, ws := range steps {
+		g, err := mem.buildStepGraph(ix, ws)
+		if err != nil {
+			out = append(out, nil)
+			continue
+		}
+		g.run(g.meas, g.delay)
+		out = append(out, snapshotGraph(g))
+	}
+	return out
+}
+
+// TestGraphReuse: graphs of every step of many jobs (every schedule,
+// faults that change a step's programs, skipped and reordered ops,
+// collectives with process groups), built one after another in one
+// graphMem, where a step with the programs of the one before keeps its
+// structure (reshape), are the graphs built afresh, whatever the order
+// of the steps and of the jobs.
+func TestGraphReuse(t *testing.T) {
+	corpus := chunkCorpus(t)
+	names := slices.Sorted(maps.Keys(corpus))
+	var m graphMem
+	compared := 0
+	for _, back := range []bool{false, true} {
+		for _, name := range names {
+			tr := corpus[name]
+			want, got := stepGraphsIn(t, tr, nil, back), stepGraphsIn(t, tr, &m, back)
+			for k := range want {
+				if (want[k] == nil) != (got[k] == nil) {
+					t.Fatalf("%s: step %d of %d: built fresh %v, in reused memory %v", name, k, len(want), want[k] != nil, got[k] != nil)
+				}
+				if want[k] != nil && !sameGraph(want[k], got[k]) {
+					t.Errorf("%s: step %d of %d (backwards %v): the graph differs from the one built fresh", name, k, len(want), back)
+				}
+				compared++
+			}
+		}
+	}
+	if m.reshaped < compared/3 {
+		t.Errorf("%d of %d graphs reshaped: reuse not exercised", m.reshaped, compared)
+	}
+	t.Logf("%d graphs compared, %d reshaped", compared, m.reshaped)
+}
+
+// FuzzGraphReuse: whatever a (valid) trace's steps hold, their graphs
+// built one after another in one graphMem (each step's structure kept
+// from the step before when its programs have the same shape) are the
+// graphs built afresh, and a step that fails fails both ways.
+func FuzzGraphReuse(f *testing.F) {
+	f.Add(byte(0), []byte{})
+	f.Add(byte(1), []byte{5, 0, 9, 1, 0, 0})
+	f.Add(byte(6), []byte{9, 0, 2, 9, 0, 0, 30, 0, 9, 1, 0, 0})
+	f.Add(byte(11), []byte{3, 0, 2, 3, 0, 0, 40, 0, 11, 0, 0, 128})
+	f.Add(byte(2), []byte{1, 0, 3, 1, 0, 0, 2, 0, 16, 7, 7, 0})
+	f.Fuzz(func(t *testing.T, sel byte, script []byte) {
+		if len(script) > 6*64 {
+			script = script[:6*64]
+		}
+		// Steps of the same programs, then edits that may change one
+		// step's programs and not another's.
+		tr := fuzzBase(t, sel)
+		mutate(tr, script)
+		if tr.Validate() != nil {
+			return
+		}
+		var m graphMem
+		for _, back := range []bool{false, true} {
+			want, got := stepGraphsIn(t, tr, nil, back), stepGraphsIn(t, tr, &m, back)
+			for k := range want {
+				if (want[k] == nil) != (got[k] == nil) || want[k] != nil && !sameGraph(want[k], got[k]) {
+					t.Fatalf("step %d of %d (backwards %v): the graph in reused memory differs from the one built fresh", k, len(want), back)
+				}
+			}
+		}
+	})
 }
