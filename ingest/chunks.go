@@ -355,6 +355,17 @@ func (c *Chunks) Chunk(i int) (*trace.Trace, error) {
 		if t, err = mergePlaced(big, parts); err != nil {
 			return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
 		}
+	case spans != nil:
+		// Each file's rows of the chunk's steps, decoded apart (a batch
+		// across a cut holds rows of other steps), merged into the
+		// columns of a chunk handed back (Recycle), when there is one.
+		c.mu.Lock()
+		spare := c.spare
+		c.spare = nil
+		c.mu.Unlock()
+		if t, err = mergePartsInto(spare, parts); err != nil {
+			return nil, fmt.Errorf("merging %d files: %w", len(parts), err)
+		}
 	default:
 		if t, err = mergePartsReturning(parts, false); err != nil {
 			return nil, fmt.Errorf("merging %d files: %w", len(parts), err)

@@ -33,11 +33,27 @@ func mergeParts(parts []*trace.Trace) (*trace.Trace, error) {
 	return mergePartsReturning(parts, true)
 }
 
+// mergePartsInto is mergePartsReturning(parts, false) into the columns of
+// dst where they are large enough (a trace its owner no longer uses, nor
+// any of its columns; nil: none), instead of fresh memory: a chunk merged
+// from many files' rows, chunk after chunk (Chunks.Chunk of a chunk cut
+// between steps), faults in and zeroes no new pages. The merged trace is
+// the one mergePartsReturning gives.
+func mergePartsInto(dst *trace.Trace, parts []*trace.Trace) (*trace.Trace, error) {
+	return mergeWith(parts, false, dst)
+}
+
 // mergePartsReturning is mergeParts; with returnMemory false, freed columns
 // are left to the collector instead of being handed back to the operating
 // system: what a merge repeated for every chunk of a trace wants
 // (Chunks.Chunk), as the next chunk reuses the memory at once.
 func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace, error) {
+	return mergeWith(parts, returnMemory, nil)
+}
+
+// mergeWith is mergePartsReturning, the merged columns made in dst's
+// where large enough (dst nil: fresh).
+func mergeWith(parts []*trace.Trace, returnMemory bool, dst *trace.Trace) (*trace.Trace, error) {
 	// The metadata and its conflicts: Merge on rowless copies.
 	heads := make([]*trace.Trace, len(parts))
 	n := 0
@@ -59,7 +75,7 @@ func mergePartsReturning(parts []*trace.Trace, returnMemory bool) (*trace.Trace,
 		// order: no sort, and no second copy of every column.
 		parts = order
 	}
-	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/16), off: make([]int, len(parts)+1)}
+	m := &colMerger{parts: parts, n: n, every: max(mergeReturnBytes, int64(n)*rowBytes/16), off: make([]int, len(parts)+1), dst: dst}
 	if !returnMemory {
 		m.every = math.MaxInt64
 		m.recycle = true
@@ -178,6 +194,9 @@ type colMerger struct {
 	// recycle keeps the parts' columns (instead of dropping each once
 	// copied) for arrowv1.Recycle after the merge.
 	recycle bool
+	// dst: a trace whose columns the merged ones are made in, where
+	// large enough (mergePartsInto); nil for fresh memory.
+	dst *trace.Trace
 }
 
 // mergeCol concatenates one column of every part and empties the parts'.
@@ -191,8 +210,18 @@ func mergeCol[T any](m *colMerger, col func(*trace.Trace) *[]T) []T {
 	// Huge pages for the merged column, asked before the copies first
 	// touch it: its pages are all fresh (the parts' freed columns are
 	// scattered small spans, handed back above), and a fresh 4 KiB page
-	// costs a fault of its own (internal/hugepage).
-	out := hugepage.Make[T](m.n)
+	// costs a fault of its own (internal/hugepage). Or dst's column,
+	// when large enough: pages faulted in already.
+	var out []T
+	reused := false
+	if m.dst != nil {
+		if d := *col(m.dst); cap(d) >= m.n {
+			out, reused = d[:m.n], true
+		}
+	}
+	if !reused {
+		out = hugepage.Make[T](m.n)
+	}
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(m.parts)))
 	var wg sync.WaitGroup
 	first := 0
@@ -207,7 +236,11 @@ func mergeCol[T any](m *colMerger, col func(*trace.Trace) *[]T) []T {
 			defer wg.Done()
 			for i := first; i < last; i++ {
 				c := col(m.parts[i])
-				copy(out[m.off[i]:m.off[i+1]], *c)
+				if k := copy(out[m.off[i]:m.off[i+1]], *c); reused && m.off[i]+k < m.off[i+1] {
+					// A part without the column (or short of it): zeros,
+					// as in fresh memory.
+					clear(out[m.off[i]+k : m.off[i+1]])
+				}
 				if !m.recycle {
 					*c = nil
 				}
