@@ -71,24 +71,40 @@ func mutate(tr *trace.Trace, script []byte) {
 	}
 }
 
+// fuzzSeeds adds the fuzz targets' seeds (sel, an edit script for
+// mutate) to f, and extra ones.
+func fuzzSeeds(f *testing.F, extra ...[]byte) {
+	f.Add(byte(0), []byte{})
+	f.Add(byte(1), []byte{5, 0, 4, 200, 1, 0})
+	f.Add(byte(6), []byte{9, 0, 8, 0, 0, 0, 30, 0, 9, 1, 0, 0})
+	f.Add(byte(11), []byte{3, 0, 2, 3, 0, 0, 40, 0, 11, 0, 0, 128})
+	for i, e := range extra {
+		f.Add(byte(2+16*i), e)
+	}
+}
+
+// fuzzTrace is the trace a fuzz input makes: fuzzBase(sel) edited by
+// script (at most 64 edits); ok is false when it is not valid (ingest
+// refuses it: the analyses never see it).
+func fuzzTrace(t *testing.T, sel byte, script []byte) (tr *trace.Trace, ok bool) {
+	if len(script) > 6*64 {
+		script = script[:6*64]
+	}
+	tr = fuzzBase(t, sel)
+	mutate(tr, script)
+	return tr, tr.Validate() == nil
+}
+
 // FuzzRunChunks: whatever a (valid) trace holds, analysing it a replica
 // at a time, with chunks read again or held packed (visits then unpack
 // only the columns their passes read), for every step and for one, gives
 // Run's report or Run's error, and neither panics.
 func FuzzRunChunks(f *testing.F) {
-	f.Add(byte(0), []byte{})
-	f.Add(byte(1), []byte{5, 0, 4, 200, 1, 0})
-	f.Add(byte(6), []byte{9, 0, 8, 0, 0, 0, 30, 0, 9, 1, 0, 0})
-	f.Add(byte(11), []byte{3, 0, 2, 3, 0, 0, 40, 0, 11, 0, 0, 128})
-	f.Add(byte(2), []byte{1, 0, 13, 1, 0, 0, 2, 0, 10, 7, 7, 0, 17, 0, 0, 250, 0, 0})
+	fuzzSeeds(f, []byte{1, 0, 13, 1, 0, 0, 2, 0, 10, 7, 7, 0, 17, 0, 0, 250, 0, 0})
 	f.Fuzz(func(t *testing.T, sel byte, script []byte) {
-		if len(script) > 6*64 {
-			script = script[:6*64]
-		}
-		tr := fuzzBase(t, sel)
-		mutate(tr, script)
-		if tr.Validate() != nil {
-			return // ingest refuses it: analyze never sees it
+		tr, ok := fuzzTrace(t, sel, script)
+		if !ok {
+			return
 		}
 		groups := [][]int32{{0}, {1}}
 		// Every step, and one (its chunks cut to that step's rows when

@@ -524,20 +524,12 @@ func TestGraphReuse(t *testing.T) {
 // from the step before when its programs have the same shape) are the
 // graphs built afresh, and a step that fails fails both ways.
 func FuzzGraphReuse(f *testing.F) {
-	f.Add(byte(0), []byte{})
-	f.Add(byte(1), []byte{5, 0, 9, 1, 0, 0})
-	f.Add(byte(6), []byte{9, 0, 2, 9, 0, 0, 30, 0, 9, 1, 0, 0})
-	f.Add(byte(11), []byte{3, 0, 2, 3, 0, 0, 40, 0, 11, 0, 0, 128})
-	f.Add(byte(2), []byte{1, 0, 3, 1, 0, 0, 2, 0, 16, 7, 7, 0})
+	// Steps of the same programs, then edits that may change one step's
+	// programs and not another's (peers, kinds, steps).
+	fuzzSeeds(f, []byte{5, 0, 9, 1, 0, 0}, []byte{9, 0, 2, 9, 0, 0, 30, 0, 9, 1, 0, 0}, []byte{1, 0, 3, 1, 0, 0, 2, 0, 16, 7, 7, 0})
 	f.Fuzz(func(t *testing.T, sel byte, script []byte) {
-		if len(script) > 6*64 {
-			script = script[:6*64]
-		}
-		// Steps of the same programs, then edits that may change one
-		// step's programs and not another's.
-		tr := fuzzBase(t, sel)
-		mutate(tr, script)
-		if tr.Validate() != nil {
+		tr, ok := fuzzTrace(t, sel, script)
+		if !ok {
 			return
 		}
 		var m graphMem

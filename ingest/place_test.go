@@ -102,12 +102,7 @@ func chunksBoth(t *testing.T, name string, maxRows int, paths ...string) int {
 		}
 		// Hand the chunk back with junk in every row: the next chunk is
 		// read into its columns (Recycle) and must not show any of it.
-		for k := range a.Len() {
-			a.Rank[k], a.Pipeline[k], a.Step[k], a.Seq[k], a.StartNs[k], a.EndNs[k] = -9, -9, -9, -9, -9, -9
-			a.Kind[k], a.Peer[k], a.Bytes[k], a.Flops[k], a.MemBytes[k], a.GroupSeq[k] = 99, -9, -9, -9, -9, -9
-			a.Shape[k], a.Dtype[k], a.Group[k], a.IssueNs[k], a.Tokens[k], a.MicroBatch[k] = trace.Intern("junk"), trace.Intern("junk"), trace.Intern("junk"), -9, -9, -9
-			a.Stage[k], a.TPRank[k], a.Chunk[k] = -9, -9, -9
-		}
+		scribble(a)
 		c.Recycle(a)
 		prev = a
 	}
@@ -115,6 +110,16 @@ func chunksBoth(t *testing.T, name string, maxRows int, paths ...string) int {
 		t.Errorf("%s: %d chunks read in place, none into a recycled chunk's columns", name, placed)
 	}
 	return placed
+}
+
+// scribble writes junk in every row of a.
+func scribble(a *trace.Trace) {
+	for k := range a.Len() {
+		a.Rank[k], a.Pipeline[k], a.Step[k], a.Seq[k], a.StartNs[k], a.EndNs[k] = -9, -9, -9, -9, -9, -9
+		a.Kind[k], a.Peer[k], a.Bytes[k], a.Flops[k], a.MemBytes[k], a.GroupSeq[k] = 99, -9, -9, -9, -9, -9
+		a.Shape[k], a.Dtype[k], a.Group[k], a.IssueNs[k], a.Tokens[k], a.MicroBatch[k] = trace.Intern("junk"), trace.Intern("junk"), trace.Intern("junk"), -9, -9, -9
+		a.Stage[k], a.TPRank[k], a.Chunk[k] = -9, -9, -9
+	}
 }
 
 // fleetTrace simulates a small fleet with sim.Fleet.

@@ -441,12 +441,7 @@ func TestCutChunksRecycled(t *testing.T) {
 		if d := trace.Diff(want[i], a); d != "" || !reflect.DeepEqual(want[i].Meta, a.Meta) {
 			t.Fatalf("chunk %d: %s", i, d)
 		}
-		for k := range a.Len() {
-			a.Rank[k], a.Pipeline[k], a.Step[k], a.Seq[k], a.StartNs[k], a.EndNs[k] = -9, -9, -9, -9, -9, -9
-			a.Kind[k], a.Peer[k], a.Bytes[k], a.Flops[k], a.MemBytes[k], a.GroupSeq[k] = 99, -9, -9, -9, -9, -9
-			a.Shape[k], a.Dtype[k], a.Group[k], a.IssueNs[k], a.Tokens[k], a.MicroBatch[k] = trace.Intern("junk"), trace.Intern("junk"), trace.Intern("junk"), -9, -9, -9
-			a.Stage[k], a.TPRank[k], a.Chunk[k] = -9, -9, -9
-		}
+		scribble(a)
 		c.Recycle(a)
 		prev = a
 	}
