@@ -149,6 +149,15 @@ if [ -n "${BIG_STEPS:-}" ]; then
   printf '| %-44s | %-30s | %s |\n' "ppprof analyze, $BIG_STEPS steps (--stream auto)" \
     "$(awk -v w="$wall" 'BEGIN{printf "%d:%04.1f", w/60, w-60*int(w/60)}')" \
     "one run; CPU $user + $sys s; peak RSS $(awk -v k="$rss" 'BEGIN{printf "%.1f GB", k*1024/1e9}')"
+  # And its what-if of every step (a few whole steps at a time; about 3
+  # minutes more): set BIG_WHATIF too.
+  if [ -n "${BIG_WHATIF:-}" ]; then
+    out=$( { /usr/bin/time -f '%e %U %S %M' "$bin/ppprof" whatif --format json -q "$BIG_DIR" > /dev/null; } 2>&1 | tail -1)
+    read -r wall user sys rss <<< "$out"
+    printf '| %-44s | %-30s | %s |\n' "ppprof whatif, $BIG_STEPS steps (--stream auto)" \
+      "$(awk -v w="$wall" 'BEGIN{printf "%d:%04.1f", w/60, w-60*int(w/60)}')" \
+      "one run; CPU $user + $sys s; peak RSS $(awk -v k="$rss" 'BEGIN{printf "%.1f GB", k*1024/1e9}')"
+  fi
 fi
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
