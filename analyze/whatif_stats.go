@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ppprof/ppprof/trace"
@@ -152,6 +153,17 @@ func (st *whatIfStats) balancedScale() [][3]float64 {
 	return scale
 }
 
+// factorString formats a factor below 1 with three significant digits,
+// or as many more (up to six) as it takes not to read "1": a stage 0.04%
+// slower than the median one is sped up by x0.9996, not "x1".
+func factorString(f float64) string {
+	for digits := 3; ; digits++ {
+		if s := strconv.FormatFloat(f, 'g', digits, 64); s != "1" || digits == 6 {
+			return s
+		}
+	}
+}
+
 func (st *whatIfStats) balancedPlan() plan {
 	scale := st.balancedScale()
 	var parts []string
@@ -159,7 +171,7 @@ func (st *whatIfStats) balancedPlan() plan {
 		var ks []string
 		for k, name := range []string{"F", "B", "W"} {
 			if scale[s][k] < 1 {
-				ks = append(ks, fmt.Sprintf("%s x%.3g", name, scale[s][k]))
+				ks = append(ks, name+" x"+factorString(scale[s][k]))
 			}
 		}
 		if len(ks) > 0 {

@@ -308,3 +308,15 @@ func TestWhatIfProgress(t *testing.T) {
 		t.Errorf("the what-if with progress differs from the one without")
 	}
 }
+
+// TestFactorString: a factor below 1 never reads "1".
+func TestFactorString(t *testing.T) {
+	for _, tc := range []struct {
+		f    float64
+		want string
+	}{{0.5, "0.5"}, {0.8333333, "0.833"}, {0.99964, "0.9996"}, {0.999996, "0.999996"}, {0.9999999, "1"}} {
+		if got := factorString(tc.f); got != tc.want {
+			t.Errorf("factorString(%v) = %q, want %q", tc.f, got, tc.want)
+		}
+	}
+}
