@@ -153,9 +153,10 @@ func (st *whatIfStats) balancedScale() [][3]float64 {
 	return scale
 }
 
-// factorString formats a factor below 1 with three significant digits,
-// or as many more (up to six) as it takes not to read "1": a stage 0.04%
-// slower than the median one is sped up by x0.9996, not "x1".
+// factorString formats a factor with three significant digits, or as
+// many more (up to six) as it takes not to read "1" when it is not 1: a
+// stage 0.04% slower than the median one is sped up by x0.9996, not
+// "x1", and a worker 0.03% slower than its peers is 1.0003x them.
 func factorString(f float64) string {
 	for digits := 3; ; digits++ {
 		if s := strconv.FormatFloat(f, 'g', digits, 64); s != "1" || digits == 6 {
@@ -315,10 +316,10 @@ func (st *whatIfStats) slowWorkerPlan() plan {
 	if !ok {
 		return plan{name: ScenarioSlowWorkerFixed, unavailable: "one pipeline replica: a worker has no peers to be compared with"}
 	}
-	detail := fmt.Sprintf("no worker is slower than its peers (the slowest, pipeline %d stage %d, is %.3gx)", w.pipeline, w.stage, w.factor)
+	detail := fmt.Sprintf("no worker is slower than its peers (the slowest, pipeline %d stage %d, is %sx)", w.pipeline, w.stage, factorString(w.factor))
 	if len(w.scale) > 0 && w.factor > 1 {
-		detail = fmt.Sprintf("the slowest worker, pipeline %d stage %d (%s), %.3gx its peers in the other replicas, at their medians",
-			w.pipeline, w.stage, rankList(st.ranksOf[[2]int32{w.pipeline, w.stage}]), w.factor)
+		detail = fmt.Sprintf("the slowest worker, pipeline %d stage %d (%s), %sx its peers in the other replicas, at their medians",
+			w.pipeline, w.stage, rankList(st.ranksOf[[2]int32{w.pipeline, w.stage}]), factorString(w.factor))
 	}
 	return plan{name: ScenarioSlowWorkerFixed, detail: detail, change: func(t *trace.Trace, g *stepGraph, dur []int64) {
 		if len(w.scale) == 0 {

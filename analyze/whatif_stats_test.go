@@ -309,12 +309,12 @@ func TestWhatIfProgress(t *testing.T) {
 	}
 }
 
-// TestFactorString: a factor below 1 never reads "1".
+// TestFactorString: a factor that is not 1 reads "1" only beyond six digits.
 func TestFactorString(t *testing.T) {
 	for _, tc := range []struct {
 		f    float64
 		want string
-	}{{0.5, "0.5"}, {0.8333333, "0.833"}, {0.99964, "0.9996"}, {0.999996, "0.999996"}, {0.9999999, "1"}} {
+	}{{0.5, "0.5"}, {0.8333333, "0.833"}, {0.99964, "0.9996"}, {0.999996, "0.999996"}, {0.9999999, "1"}, {1, "1"}, {1.00031, "1.0003"}, {1.4, "1.4"}} {
 		if got := factorString(tc.f); got != tc.want {
 			t.Errorf("factorString(%v) = %q, want %q", tc.f, got, tc.want)
 		}
