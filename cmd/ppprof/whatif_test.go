@@ -288,3 +288,29 @@ func TestPartitionCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestWhatIfAllStreamTooMany: a trace whose what-if of every step would
+// keep more than the machine's memory for its statistics is refused
+// before its chunks are read, with --step N as the way out, even when
+// each chunk of it would fit.
+func TestWhatIfAllStreamTooMany(t *testing.T) {
+	dir := fleetDir(t, "--schedule", "1f1b", "--steps", "24", "--dp", "2")
+	rows, _, err := ingest.CountRows([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	for _, tc := range []struct {
+		mem  int64
+		fail bool
+	}{{rows*whatIfKeptBytesPerEvent - 1, true}, {rows * whatIfKeptBytesPerEvent, false}} {
+		machineMemory = func() int64 { return tc.mem }
+		_, stderr, code := ppprof(t, "whatif", "--stream", "always", "--max-memory", "1M", dir)
+		if tc.fail && (code != 1 || !strings.Contains(stderr, fmt.Sprintf("%d events need", rows)) || !strings.Contains(stderr, "give --step N")) {
+			t.Errorf("memory %d: exit %d, %q", tc.mem, code, stderr)
+		}
+		if !tc.fail && code != 0 {
+			t.Errorf("memory %d: exit %d: %s", tc.mem, code, stderr)
+		}
+	}
+}
