@@ -395,12 +395,12 @@ func (m *graphMem) newStepGraph(step int64, ranks []gRank, joins int, measured b
 // the graph m.g was built from, but for rows and times: node by node the
 // same rank, op, class, kind, stage, chunk and micro-batch, each P2P op's
 // peer the rank its matched op is on (ops in the same order toward the
-// same peers are matched alike), each join the same join id (its barrier
-// node, numbered after the ops' nodes: so the same number of joins, as
-// a join op that is not one is a node that is not its own). Everything a
-// graph's structure is made of (matching, joins, extra edges, the
-// topological order) follows from those; whether an arrival waits for its
-// rank's sends follows from its kind (an OPT's does).
+// same peers are matched alike), each join op the same barrier node
+// (numbered n-joins+id: traceGraph numbers join ids in node order, so the
+// first join op has id 0 both times and the number of joins agrees).
+// Everything a graph's structure is made of (matching, joins, extra
+// edges, the topological order) follows from those; whether an arrival
+// waits for its rank's sends follows from its kind (an OPT's does).
 func (m *graphMem) sameShape(ranks []gRank, joins int) bool {
 	g := &m.g
 	n := g.numNodes()
