@@ -429,6 +429,7 @@ func TestCutChunksRecycled(t *testing.T) {
 	}
 	c = open()
 	reused := 0
+	before := rowsReadAt.Load()
 	var prev *trace.Trace
 	for i := range c.NumChunks() {
 		a, err := c.Chunk(i)
@@ -447,5 +448,9 @@ func TestCutChunksRecycled(t *testing.T) {
 	}
 	if reused == 0 {
 		t.Errorf("no chunk of %d merged into a recycled chunk's columns", c.NumChunks())
+	}
+	// Each file's rows of a chunk read with pread (arrowv1.ReadRowsAt).
+	if n := rowsReadAt.Load() - before; n < int64(c.NumChunks()) {
+		t.Errorf("%d reads of a file's rows answered by ReadRowsAt for %d chunks", n, c.NumChunks())
 	}
 }

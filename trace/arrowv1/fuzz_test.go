@@ -399,8 +399,46 @@ func checkReadRows(t *testing.T, data []byte, read *trace.Trace) {
 			if _, _, err := ReadRows(data, ix, bad[0], bad[1]); err == nil {
 				t.Fatalf("ReadRows(%d, %d) of %d rows, index %v: no error", bad[0], bad[1], n, ix != nil)
 			}
+			if ix != nil {
+				if _, ok := ReadRowsAt(&countingAt{data: data}, int64(len(data)), ix, bad[0], bad[1]); ok {
+					t.Fatalf("ReadRowsAt(%d, %d) of %d rows: answered", bad[0], bad[1], n)
+				}
+			}
+		}
+		if ix != nil {
+			for _, sp := range [][2]int64{{lo, hi}, {0, n}, {n - 1, n}, {0, 1}} {
+				checkReadRowsAt(t, data, ix, sp[0], sp[1])
+			}
 		}
 	}
+}
+
+// checkReadRowsAt checks ReadRowsAt of rows [lo, hi) of data against
+// ReadRows of the whole input: where it answers, whatever the bytes it did
+// not read hold (sparseCfgs' poisons), the answer is ReadRows'. It
+// reports whether it answered with every poison.
+func checkReadRowsAt(t *testing.T, data []byte, ix *Index, lo, hi int64) (answered bool) {
+	t.Helper()
+	want, _, werr := ReadRows(data, ix, lo, hi)
+	answered = true
+	for _, cfg := range sparseCfgs {
+		res, ok := readRowsAt(&countingAt{data: data}, int64(len(data)), ix, lo, hi, cfg)
+		answered = answered && ok
+		if !ok {
+			continue
+		}
+		if werr != nil {
+			t.Fatalf("poison %#x: ReadRowsAt(%d, %d) answered; ReadRows failed: %v", cfg.poison, lo, hi, werr)
+		}
+		if res.Batches != want.Batches || res.Truncated != want.Truncated || res.BytesUsed != want.BytesUsed ||
+			res.BytesTotal != want.BytesTotal || res.Format != want.Format {
+			t.Fatalf("poison %#x: ReadRowsAt(%d, %d) %+v; ReadRows %+v", cfg.poison, lo, hi, *res, *want)
+		}
+		if d := trace.Diff(want.Trace, res.Trace); d != "" || !reflect.DeepEqual(want.Trace.Meta, res.Trace.Meta) {
+			t.Fatalf("poison %#x: ReadRowsAt(%d, %d)'s rows differ from ReadRows': %s", cfg.poison, lo, hi, d)
+		}
+	}
+	return answered
 }
 
 // checkShape checks ReadShape against the trace Read gave for data: when

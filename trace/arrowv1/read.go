@@ -115,7 +115,16 @@ func ReadRows(data []byte, ix *Index, lo, hi int64) (res *Result, rows int64, er
 type spanRead struct {
 	lo, hi int64
 	ix     *Index
+	// read: only the bytes of the messages ix places for rows [lo, hi)
+	// were read into the input (ReadRowsAt); a frame reaching past its
+	// message's place, or a read needing earlier batches, fails with
+	// errUnread instead of looking at the rest.
+	read bool
 }
+
+// errUnread is what a read of the bytes ReadRowsAt read fails with when
+// it needs others.
+var errUnread = errors.New("needs bytes that were not read")
 
 // readFramesWith is Read (head false) and ReadHead (head true).
 func readFramesWith(data []byte, mem memory.Allocator, fast, head bool) (*Result, int64, error) {
@@ -197,7 +206,7 @@ func readFramesLight(data []byte, mem memory.Allocator, fast, head bool, into *r
 	// pick returns the frames of a read of rows [lo, hi) and from.
 	pick := func(lo, hi int64) ([]frame, int64, error) {
 		if span.ix != nil {
-			return span.ix.frames(data, lo, hi)
+			return span.ix.framesIn(data, lo, hi, span.read)
 		}
 		f, from := spanFrames(all, lo, hi)
 		return f, from, nil
@@ -264,6 +273,9 @@ func readFramesLight(data []byte, mem memory.Allocator, fast, head bool, into *r
 		// A row that never started and records no issue time takes its
 		// rank's previous issue time, which may lie in a batch before
 		// those decoded: decode from the first.
+		if span.read {
+			return nil, 0, errUnread
+		}
 		if frames, from, err = pick(0, span.hi); err != nil {
 			return nil, 0, err
 		}

@@ -160,3 +160,53 @@ func TestSparseReadsHeaders(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// TestReadRowsAtReadsItsSpan: of a stream of many record batches written
+// as ppprof writes them, ReadRowsAt answers for spans anywhere, with any
+// poison, as ReadRows does, reading the schema and the batches holding the
+// rows in a pread or two (little of the file); of a file, or through the
+// index of other bytes, it does not answer.
+func TestReadRowsAtReadsItsSpan(t *testing.T) {
+	tr := randomTrace(newRand(5), 400, testKinds)
+	for i := range tr.Len() {
+		if tr.StartNs[i] == trace.NoTime && tr.EndNs[i] == trace.NoTime { // a row that never started reads earlier batches
+			tr.StartNs[i], tr.EndNs[i] = max(tr.IssueNs[i], 0), max(tr.IssueNs[i], 0)+10
+		}
+	}
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writers {
+		data := encode(t, w, tr, Options{Compression: LZ4, BatchRows: 20})
+		_, ix, ok := StepRuns(data)
+		if !ok {
+			t.Fatalf("%s: StepRuns refused what ppprof wrote", w.name)
+		}
+		for _, sp := range [][2]int64{{0, 20}, {190, 230}, {199, 200}, {380, 400}, {0, 400}} {
+			answered := checkReadRowsAt(t, data, ix, sp[0], sp[1])
+			if w.format == FormatFile {
+				if answered {
+					t.Errorf("%s: rows %v answered by ReadRowsAt (streams only)", w.name, sp)
+				}
+				continue
+			}
+			if !answered {
+				t.Errorf("%s: rows %v not answered by ReadRowsAt", w.name, sp)
+			}
+			// A read for the schema, one for the batches, one for each
+			// dictionary apart (the stream writer's deltas come with the
+			// batches that bring new strings).
+			dicts := 0
+			for _, m := range ix.msgs {
+				dicts += b2i(m.dict)
+			}
+			c := &countingAt{data: data}
+			if _, ok := ReadRowsAt(c, int64(len(data)), ix, sp[0], sp[1]); ok && sp[1]-sp[0] <= 40 && (c.calls > 2+dicts || c.bytes > len(data)/5) {
+				t.Errorf("%s: rows %v: %d reads (%d dictionaries), %d of %d bytes", w.name, sp, c.calls, dicts, c.bytes, len(data))
+			}
+		}
+		// The index of other bytes (the same size, other batches).
+		other := encode(t, w, tr.Slice(0, 350), Options{Compression: LZ4, BatchRows: 7})
+		checkReadRowsAt(t, other, &Index{size: len(other), schema: ix.schema, msgs: ix.msgs}, 10, 60)
+	}
+}

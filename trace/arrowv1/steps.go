@@ -148,11 +148,41 @@ func (ix *Index) rows() int64 {
 // holding rows [lo, hi) of data, where ix says they are; from is the
 // number of the first row of those batches.
 func (ix *Index) frames(data []byte, lo, hi int64) (out []frame, from int64, err error) {
+	return ix.framesIn(data, lo, hi, false)
+}
+
+// place is where message i of ix (-1: the schema) lies: from its
+// position to the next message's (the input's end for the last).
+func (ix *Index) place(i int) (lo, hi int) {
+	lo = ix.schema
+	if i >= 0 {
+		lo = ix.msgs[i].pos
+	}
+	if i+1 < len(ix.msgs) {
+		return lo, ix.msgs[i+1].pos
+	}
+	return lo, ix.size
+}
+
+// framesIn is frames; with read, data holds only the bytes of the
+// messages it frames (ReadRowsAt): a message reaching past its place
+// fails with errUnread, as its bytes there were not read.
+func (ix *Index) framesIn(data []byte, lo, hi int64, read bool) (out []frame, from int64, err error) {
 	if len(data) != ix.size {
 		return nil, 0, fmt.Errorf("%w: %d bytes, then %d", errChanged, ix.size, len(data))
 	}
-	at := func(pos int, header byte) (frame, error) {
-		fr, status, _, err := readFrame(data, pos, framingUnknown)
+	at := func(i int, header byte) (frame, error) {
+		pos, end := ix.place(i)
+		d := data
+		if read {
+			// Only the message's place was read: framing must not look
+			// past it.
+			d = data[:end]
+		}
+		fr, status, _, err := readFrame(d, pos, framingUnknown)
+		if read && (err != nil || status != frameOK) {
+			return fr, errUnread
+		}
 		if err != nil {
 			return fr, fmt.Errorf("%w: message at byte %d: %v", errChanged, pos, err)
 		}
@@ -161,14 +191,14 @@ func (ix *Index) frames(data []byte, lo, hi int64) (out []frame, from int64, err
 		}
 		return fr, nil
 	}
-	schema, err := at(ix.schema, headerSchema)
+	schema, err := at(-1, headerSchema)
 	if err != nil {
 		return nil, 0, err
 	}
 	out = []frame{schema}
 	var row int64
 	first := true
-	for _, m := range ix.msgs {
+	for i, m := range ix.msgs {
 		header := byte(headerDictionaryBatch)
 		if !m.dict {
 			header = headerRecordBatch
@@ -183,7 +213,7 @@ func (ix *Index) frames(data []byte, lo, hi int64) (out []frame, from int64, err
 				from, first = row-m.rows, false
 			}
 		}
-		fr, err := at(m.pos, header)
+		fr, err := at(i, header)
 		if err != nil {
 			return nil, 0, err
 		}
