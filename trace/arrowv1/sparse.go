@@ -106,21 +106,8 @@ func newSparse(r io.ReaderAt, size int64, cfg sparseCfg) (s *sparse, ok bool) {
 		return nil, false
 	}
 	n := int(size)
-	var bp *[]byte
-	select {
-	case bp = <-sparseFree:
-	default:
-	}
-	if bp == nil || cap(*bp) < n {
-		b := make([]byte, n)
-		bp = &b
-	}
+	bp := sparseBuf(n, cfg)
 	s = &sparse{r: r, data: (*bp)[:n], bp: bp, window: cfg.window}
-	if cfg.poison >= 0 {
-		for i := range s.data {
-			s.data[i] = byte(cfg.poison)
-		}
-	}
 	if !s.fill(0, 8) || Sniff(s.data[:s.hi]) != FormatStream {
 		s.release()
 		return nil, false
@@ -178,6 +165,35 @@ func newSparse(r io.ReaderAt, size int64, cfg sparseCfg) (s *sparse, ok bool) {
 	return s, true
 }
 
+// sparseBuf returns a buffer of at least n bytes (from sparseFree when
+// one there is large enough), filled with cfg's poison when it has one.
+func sparseBuf(n int, cfg sparseCfg) *[]byte {
+	var bp *[]byte
+	select {
+	case bp = <-sparseFree:
+	default:
+	}
+	if bp == nil || cap(*bp) < n {
+		b := make([]byte, n)
+		bp = &b
+	}
+	if cfg.poison >= 0 {
+		d := (*bp)[:n]
+		for i := range d {
+			d[i] = byte(cfg.poison)
+		}
+	}
+	return bp
+}
+
+// putSparseBuf hands bp back to sparseFree (dropped when it is full).
+func putSparseBuf(bp *[]byte) {
+	select {
+	case sparseFree <- bp:
+	default:
+	}
+}
+
 // body reads fr's body.
 func (s *sparse) body(fr sparseFrame) bool {
 	return readFull(s.r, s.data[fr.bodyStart:fr.end], fr.bodyStart)
@@ -185,10 +201,7 @@ func (s *sparse) body(fr sparseFrame) bool {
 
 func (s *sparse) release() {
 	if s.bp != nil {
-		select {
-		case sparseFree <- s.bp:
-		default:
-		}
+		putSparseBuf(s.bp)
 	}
 	s.bp = nil
 }
@@ -302,27 +315,9 @@ func readRowsAt(r io.ReaderAt, size int64, ix *Index, lo, hi int64, cfg sparseCf
 		return nil, false
 	}
 	n := int(size)
-	var bp *[]byte
-	select {
-	case bp = <-sparseFree:
-	default:
-	}
-	if bp == nil || cap(*bp) < n {
-		b := make([]byte, n)
-		bp = &b
-	}
-	defer func() {
-		select {
-		case sparseFree <- bp:
-		default:
-		}
-	}()
+	bp := sparseBuf(n, cfg)
+	defer putSparseBuf(bp)
 	data := (*bp)[:n]
-	if cfg.poison >= 0 {
-		for i := range data {
-			data[i] = byte(cfg.poison)
-		}
-	}
 	// The byte ranges to read, in order, adjacent places merged: from
 	// the file's start (sniffed) through the schema, then the messages
 	// framesIn frames, in the same walk.
