@@ -146,7 +146,8 @@ func whatIfAllStreamed(opts *whatIfOptions, plan streamPlan) (wi *analyze.WhatIf
 	bar.done()
 	// A chunk the what-if could not hold: files that cannot be cut
 	// between steps left whole (or a step larger than the machine).
-	if ram := machineMemory(); ram > 0 {
+	ram := machineMemory()
+	if ram > 0 {
 		for i := range ch.NumChunks() {
 			if n := int64(ch.Rows(i)); n*whatIfBytesPerEvent > ram {
 				return nil, false, fmt.Errorf("%s: the what-if of every step reads a few whole steps at a time, but %d events must be read at once (%s at %d bytes an event, more than this machine's %s of memory): its files cannot be cut between steps (Arrow rank files, not gzip-compressed, whose steps never decrease, can); give --step N",
@@ -161,7 +162,7 @@ func whatIfAllStreamed(opts *whatIfOptions, plan streamPlan) (wi *analyze.WhatIf
 	// slack), else read again by each phase. The 302M-event fleet trace
 	// keeps 7.3 GB and packs in 4.5 with its lists, within 23.5 GiB.
 	kept := int64(ch.Events) * whatIfKeptBytesPerEvent
-	if ram := machineMemory(); ram > 0 && kept > ram {
+	if ram > 0 && kept > ram {
 		return nil, false, fmt.Errorf("%s: the what-if of every step keeps about %d bytes an event of every step for its statistics: %d events need %s, more than this machine's %s of memory; give --step N",
 			describePaths(opts.paths), whatIfKeptBytesPerEvent, ch.Events, gib(kept), gib(ram))
 	}
