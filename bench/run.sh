@@ -80,6 +80,31 @@ for sub in all times decode; do
   printf '| %-44s | %-30s | %s |\n' "LZ4 decompression alone ($what), 1 core" \
     "$rate" "into one reused buffer, nothing kept: the most any decoder of these files can do; go test -bench DecompressOnly -cpu 1 ./trace/arrowv1/"
 done
+# The same job uncompressed (2 steps, ~800 MB: files a decoder could map and
+# use where they lie): reading every byte of every buffer once (summed, 1
+# core) is the floor under any decoder of them, memory bandwidth; then the
+# decoder on them, in the same runs.
+NONE_DIR=${NONE_DIR:-${TMPDIR:-/tmp}/ppprof-bench-fleet-none-2}
+if [ ! -e "$NONE_DIR/.complete" ]; then
+  rm -rf "$NONE_DIR" && mkdir -p "$NONE_DIR"
+  echo "writing the fleet trace uncompressed (2 steps) to $NONE_DIR ..." >&2
+  "$bin/ppprof" simulate --fleet --quiet --schedule interleaved --stages 16 --tp 8 --dp 32 \
+    --microbatches 64 --steps 2 --jitter 0.05 --p2p-latency-us 10 --p2p-gbps 400 \
+    --opt-ms 2 --compression none --seed 1 -o "$NONE_DIR"
+  touch "$NONE_DIR/.complete"
+fi
+cat "$NONE_DIR"/rank-*.arrows > /dev/null
+u=$(PPPROF_BENCH_DIR="$NONE_DIR" go test -run XXX -bench 'DecompressOnly/(read|decode)$' -cpu 1 -benchtime 3x -count "$RUNS" ./trace/arrowv1/ 2>/dev/null | grep '^BenchmarkDecompressOnly' || true)
+read_eps=$(echo "$u" | awk '$1 == "BenchmarkDecompressOnly/read" {for(i=1;i<=NF;i++) if($(i+1)=="events/s") print $i}' | median)
+dec_eps=$(echo "$u" | awk '$1 == "BenchmarkDecompressOnly/decode" {for(i=1;i<=NF;i++) if($(i+1)=="events/s") print $i}' | median)
+if [ -n "$read_eps" ] && [ -n "$dec_eps" ]; then
+  printf '| %-44s | %-30s | %s |\n' "uncompressed files: every byte read once, 1 core" \
+    "$(awk -v x="$read_eps" 'BEGIN{printf "%.1fM events/s", x/1e6}')" \
+    "the same job, 2 steps, --compression none (132 B/event): the most any decoder reading its columns can do here (memory bandwidth); go test -bench 'DecompressOnly/read' -cpu 1 ./trace/arrowv1/"
+  printf '| %-44s | %-30s | %s |\n' "the decoder on the uncompressed files, 1 core" \
+    "$(awk -v x="$dec_eps" 'BEGIN{printf "%.1fM events/s", x/1e6}')" \
+    "$(awk -v x="$dec_eps" -v y="$read_eps" 'BEGIN{printf "arrowv1.Read into recycled columns, in the same runs: %.2fx the read", x/y}')"
+fi
 # How small LZ4 can make the same files: every buffer re-encoded at LZ4's
 # highest level (HC), per rank file and as one stream of 64 ranks.
 z=$(PPPROF_BENCH_DIR="$BENCH_DIR" go test -run XXX -bench 'LZ4Levels' -benchtime 1x ./trace/arrowv1/ 2>/dev/null | grep '^BenchmarkLZ4Levels' || true)

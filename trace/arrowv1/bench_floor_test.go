@@ -2,6 +2,7 @@ package arrowv1
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,18 +22,25 @@ import (
 // trace); else the million-event trace of BenchmarkDecode, LZ4. Run it
 // with -cpu 1: it is one goroutine, a per-core figure. "times" decompresses
 // only the issue, start and end columns, which any analysis of time reads;
-// "decode" is the decoder itself on the same files, in the same run: Read
-// into the model's columns (strings, kinds, validation), each file's
-// columns handed back (Recycle) for the next, as a streamed read does.
+// "read" also reads every byte decompressed (sums its 64-bit words): of
+// uncompressed files (--compression none), where decompressing is only
+// slicing, it is the floor under any decoder that reads their columns,
+// the memory bandwidth of one core (bench/run.sh prints it for the job
+// uncompressed). "decode" is the decoder itself on the same files, in
+// the same run: Read into the model's columns (strings, kinds,
+// validation), each file's columns handed back (Recycle) for the next,
+// as a streamed read does.
 func BenchmarkDecompressOnly(b *testing.B) {
 	files, raw := benchFiles(b)
 	times := []int{trace.ColIssueNs, trace.ColStartNs, trace.ColEndNs}
 	for _, tc := range []struct {
 		name string
 		cols []int // nil: every buffer
-	}{{"all", nil}, {"times", times}} {
+		read bool  // every byte read too (summed, 8 at a time)
+	}{{"all", nil, false}, {"times", times, false}, {"read", nil, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var rows, out int64
+			var sum uint64
 			var sc fastScratch
 			defer sc.release()
 			run := func() {
@@ -59,6 +67,9 @@ func BenchmarkDecompressOnly(b *testing.B) {
 									b.Fatal("buffer does not decompress")
 								}
 								out += int64(len(v))
+								if tc.read {
+									sum += sumWords(v)
+								}
 							}
 							continue
 						}
@@ -83,6 +94,9 @@ func BenchmarkDecompressOnly(b *testing.B) {
 			s := b.Elapsed().Seconds()
 			b.ReportMetric(float64(rows)*float64(b.N)/s, "events/s")
 			b.ReportMetric(float64(out)/float64(rows), "out-B/event")
+			if tc.read && sum == 0 && out > 0 {
+				b.Fatal("every buffer read as zeros")
+			}
 		})
 	}
 	b.Run("decode", func(b *testing.B) {
@@ -141,4 +155,23 @@ func benchFiles(b *testing.B) (files [][]frame, raw [][]byte) {
 		b.Fatal(err)
 	}
 	return [][]frame{fr}, [][]byte{buf.Bytes()}
+}
+
+// sumWords returns the sum of b's 64-bit little-endian words (its last
+// bytes short of a word left out): a read of every byte, as a decoder
+// reading the buffer must do at least.
+func sumWords(b []byte) uint64 {
+	var s0, s1, s2, s3 uint64
+	for len(b) >= 32 {
+		s0 += binary.LittleEndian.Uint64(b)
+		s1 += binary.LittleEndian.Uint64(b[8:])
+		s2 += binary.LittleEndian.Uint64(b[16:])
+		s3 += binary.LittleEndian.Uint64(b[24:])
+		b = b[32:]
+	}
+	for len(b) >= 8 {
+		s0 += binary.LittleEndian.Uint64(b)
+		b = b[8:]
+	}
+	return s0 + s1 + s2 + s3
 }
