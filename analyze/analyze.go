@@ -309,7 +309,10 @@ var (
 		trace.ColMicroBatch, trace.ColKind, trace.ColStartNs, trace.ColEndNs, trace.ColTokens)
 	// Synchronous-training checks, replays (issue order, P2P pairs by peer
 	// and seq), the gap attribution, stragglers.
-	replayColumns = scheduleColumns | trace.ColumnsOf(trace.ColSeq, trace.ColIssueNs, trace.ColPeer)
+	// The issue times they read (each rank's post when its first row is a
+	// P2P op) are kept with the windows when they are measured
+	// (window.posts).
+	replayColumns = scheduleColumns | trace.ColumnsOf(trace.ColSeq, trace.ColPeer)
 	// What any visit reads: the columns a chunk is packed with
 	// (trace.Packer.PackColumns). The FLOPs are measured, and the scan's
 	// totals made, when a chunk is read, with every column.
@@ -504,6 +507,20 @@ type window struct {
 	// runs are its rows as runs of consecutive rows of its chunk, when the
 	// chunk is packed (RunChunks); nil otherwise.
 	runs []rowRun
+	// posts are the posts (IssueNs) of the ranks whose first row (in
+	// (rank, seq) order) is a send or a receive, by rank ascending: the
+	// only issue times the analysis reads (a replay starts such a rank at
+	// its post), kept when the window is measured with every column so
+	// that a packed chunk need not hold the issue column (replayColumns).
+	posts []rankPost
+}
+
+// rankPost is the post of a rank's first row in a window, when that row
+// is a send or a receive.
+type rankPost struct {
+	rank trace.Rank
+	row  int   // the row, in the window's chunk
+	post int64 // its IssueNs (trace.NoTime when not recorded)
 }
 
 // compCache is one worker's F, B and W rows of the window it last
@@ -748,6 +765,11 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 	if withFlops {
 		g.flops = flops
 	}
+	if len(t.IssueNs) > 0 {
+		// (An unpacked chunk's windows keep the posts found when it was
+		// read: it holds no issue times.)
+		g.posts = firstPosts(t, g.rows, sorted, g.posts[:0])
+	}
 	var parts idleParts
 	if w.StartNs > w.EndNs {
 		w.StartNs, w.EndNs, w.Complete = 0, 0, false
@@ -781,6 +803,31 @@ func measureWindow(t *trace.Trace, g *window, p int, sc *measureScratch) (StepWi
 		w.Balance = sum / float64(p) / max
 	}
 	return w, parts
+}
+
+// firstPosts appends to dst the post of each rank's first row among rows
+// (in (rank, seq) order: rows' own order when sorted), for the ranks whose
+// first row is a send or a receive, by rank ascending.
+func firstPosts(t *trace.Trace, rows []int, sorted bool, dst []rankPost) []rankPost {
+	if !sorted {
+		rows = slices.Clone(rows)
+		slices.SortStableFunc(rows, func(i, j int) int {
+			if c := cmp.Compare(t.Rank[i], t.Rank[j]); c != 0 {
+				return c
+			}
+			return cmp.Compare(t.Seq[i], t.Seq[j])
+		})
+	}
+	ranks, kinds, issue := t.Rank, t.Kind, t.IssueNs
+	for x, i := range rows {
+		if x > 0 && ranks[i] == ranks[rows[x-1]] {
+			continue
+		}
+		if k := kinds[i]; k.IsSend() || k.IsRecv() {
+			dst = append(dst, rankPost{rank: ranks[i], row: i, post: issue[i]})
+		}
+	}
+	return dst
 }
 
 // stepTimes returns the median and the worst over steps of the time from the

@@ -1,9 +1,11 @@
 package analyze
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,6 +166,46 @@ func chunkCorpus(t *testing.T) map[string]*trace.Trace {
 	swapCompute(t, dev, 6, 1, 2, 5)
 	swapCompute(t, dev, 9, 2, 1, 6)
 	out["deviations"] = dev
+	// Ranks' rows interleaved (each rank's still in seq order), by start
+	// time, as a converted profile may have them, and numbered against
+	// the stages (the last stage's ranks first): the windows are not in
+	// (rank, seq) order, and a packed chunk's replays take each rank's
+	// post from its rows sorted.
+	un := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 3, MicroBatches: 5, DP: 2, Steps: 2, OptMs: 1,
+		Jitter: 0.2, P2PLatencyUs: 20, P2PGbps: 100, Seed: 5})
+	last := slices.Max(un.Rank)
+	for i := range un.Rank {
+		un.Rank[i] = last - un.Rank[i]
+		if un.Peer[i] != trace.NoRank {
+			un.Peer[i] = last - un.Peer[i]
+		}
+	}
+	out["interleaved ranks"] = interleaveRanks(un)
+	return out
+}
+
+// interleaveRanks returns tr's rows merged across ranks by start time,
+// each rank's rows in their order in tr (a k-way merge).
+func interleaveRanks(tr *trace.Trace) *trace.Trace {
+	byRank := map[trace.Rank][]int{}
+	var ranks []trace.Rank
+	for i, r := range tr.Rank {
+		if _, ok := byRank[r]; !ok {
+			ranks = append(ranks, r)
+		}
+		byRank[r] = append(byRank[r], i)
+	}
+	out := &trace.Trace{Meta: tr.Meta}
+	for out.Len() < tr.Len() {
+		best := -1
+		for _, r := range ranks {
+			if rows := byRank[r]; len(rows) > 0 && (best < 0 || cmp.Less(tr.StartNs[rows[0]], tr.StartNs[best])) {
+				best = rows[0]
+			}
+		}
+		out.AppendRows(tr, best, best+1)
+		byRank[tr.Rank[best]] = byRank[tr.Rank[best]][1:]
+	}
 	return out
 }
 
@@ -450,7 +492,7 @@ func TestRunChunksPackBudget(t *testing.T) {
 	var packed int64
 	compute := 0
 	for _, p := range splitPipelines(tr, groups).parts {
-		packed += trace.Pack(p).Bytes()
+		packed += trace.NewPacker(p.Len()).PackColumns(p, visitColumns).Bytes() // as RunChunks packs them
 		for _, k := range p.Kind {
 			if k == trace.F || k == trace.B || k == trace.W {
 				compute++

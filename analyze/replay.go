@@ -266,11 +266,25 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 
 	// 2. Each rank's starting clock.
 	r.begin = grow(r.begin, nr)
+	posts := w.posts // when the trace holds no issue times (a packed chunk's)
 	for lr := range nr {
 		row := rows[r.first[lr]]
 		b := starts[row]
-		if k := kind[r.first[lr]]; (k == opSend || k == opRecv) && t.IssueNs[row] != trace.NoTime && t.IssueNs[row] <= b {
-			b = t.IssueNs[row]
+		if k := kind[r.first[lr]]; k == opSend || k == opRecv {
+			post := trace.NoTime
+			if len(t.IssueNs) > 0 {
+				post = t.IssueNs[row]
+			} else {
+				for len(posts) > 0 && posts[0].rank < r.ranks[lr] {
+					posts = posts[1:]
+				}
+				if len(posts) > 0 && posts[0].rank == r.ranks[lr] && posts[0].row == row {
+					post = posts[0].post
+				}
+			}
+			if post != trace.NoTime && post <= b {
+				b = post
+			}
 		}
 		r.begin[lr] = b
 	}
