@@ -298,14 +298,17 @@ func runPasses(ix *index, opt Options) (*Report, error) {
 // column left out is empty, so a pass that came to read one would fail
 // at once (TestRunChunksIsRun packs its chunks), not read another chunk's
 // rows. None of them needs the process groups (the what-if graphs do) or
-// the FLOPs (measured by the scan).
+// the FLOPs (measured by the scan), nor the step and pipeline: a packed
+// chunk's windows take their rows from the runs found when it was read
+// (index.attachRuns), not by grouping its rows again.
 var (
 	// stats (with P2P transfers: peers, shapes, dtypes, bytes), memory,
 	// the conformance groups, imbalance sums, op group counts.
-	stagesColumns = trace.AllColumns &^ trace.ColumnsOf(trace.ColIssueNs, trace.ColFlops, trace.ColGroup, trace.ColGroupSeq)
+	stagesColumns = trace.AllColumns &^ trace.ColumnsOf(trace.ColIssueNs, trace.ColFlops, trace.ColGroup, trace.ColGroupSeq,
+		trace.ColStep, trace.ColPipeline)
 	// Schedule identification (labels of the compute rows by rank) and the
 	// op groups' durations (per token).
-	scheduleColumns = trace.ColumnsOf(trace.ColRank, trace.ColPipeline, trace.ColStep, trace.ColStage, trace.ColChunk,
+	scheduleColumns = trace.ColumnsOf(trace.ColRank, trace.ColStage, trace.ColChunk,
 		trace.ColMicroBatch, trace.ColKind, trace.ColStartNs, trace.ColEndNs, trace.ColTokens)
 	// Synchronous-training checks, replays (issue order, P2P pairs by peer
 	// and seq), the gap attribution, stragglers.
@@ -314,9 +317,13 @@ var (
 	// (window.posts).
 	replayColumns = scheduleColumns | trace.ColumnsOf(trace.ColSeq, trace.ColPeer)
 	// What any visit reads: the columns a chunk is packed with
-	// (trace.Packer.PackColumns). The FLOPs are measured, and the scan's
-	// totals made, when a chunk is read, with every column.
-	visitColumns = stagesColumns | scheduleColumns | replayColumns
+	// (trace.Packer.PackColumns), and the step and pipeline, for a chunk
+	// whose windows must be grouped again (regroupColumns). The FLOPs are
+	// measured, and the scan's totals made, when a chunk is read, with
+	// every column.
+	visitColumns = stagesColumns | scheduleColumns | replayColumns | regroupColumns
+	// What grouping a chunk's rows into windows reads (groupWindowsIn).
+	regroupColumns = trace.ColumnsOf(trace.ColStep, trace.ColPipeline)
 )
 
 // index is a trace grouped once for every pass. The rows of a window are

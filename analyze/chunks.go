@@ -464,12 +464,17 @@ func (ix *index) attach(c int) error {
 		if cols == 0 {
 			cols = trace.AllColumns
 		}
+		runs := ix.haveRuns(cs)
+		if !runs {
+			cols |= regroupColumns
+		}
 		t = cs.packed.UnpackColumns(ix.spare, cols)
 		ix.spare = nil
 		if t.Len() != cs.rows {
 			return fmt.Errorf("chunk %d changed between reads: %d rows, then %d", c, cs.rows, t.Len())
 		}
-		if ix.attachRuns(cs, t) {
+		if runs {
+			ix.attachRuns(cs, t)
 			return nil
 		}
 	} else {
@@ -554,19 +559,26 @@ func rowRunsOf(rows []int) []rowRun {
 	return out
 }
 
+// haveRuns reports whether every window of chunk cs has the runs of rows
+// the scan found (window.runs): attachRuns can then hand them their rows,
+// and the chunk need not be grouped again.
+func (ix *index) haveRuns(cs *chunkState) bool {
+	for _, k := range cs.wins {
+		if g := ix.windows[k]; g.runs == nil && g.size > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // attachRuns hands the windows of chunk cs, unpacked into t, their rows
 // from the runs the scan found (window.runs), each window's on the worker
 // pool: what grouping the chunk again (groupWindows, on one core) would
-// give. It returns false, having done nothing, when some window has no
-// runs.
-func (ix *index) attachRuns(cs *chunkState, t *trace.Trace) bool {
+// give. Every window must have its runs (haveRuns).
+func (ix *index) attachRuns(cs *chunkState, t *trace.Trace) {
 	total := 0
 	for _, k := range cs.wins {
-		g := ix.windows[k]
-		if g.runs == nil && g.size > 0 {
-			return false
-		}
-		total += g.size
+		total += ix.windows[k].size
 	}
 	all := rowsBuf(ix.spareRows, total)
 	ix.spareRows, ix.rowsInUse = nil, all
@@ -587,7 +599,6 @@ func (ix *index) attachRuns(cs *chunkState, t *trace.Trace) bool {
 			at += len(dst)
 		}
 	})
-	return true
 }
 
 // windowFlops is the FLOPs of a window's compute rows (computeFactors).

@@ -591,3 +591,67 @@ func TestRunChunksRemeasurePacked(t *testing.T) {
 		t.Fatalf("reports differ:\n%s", d)
 	}
 }
+
+// TestAttachWithoutRuns: a packed chunk is unpacked with only the columns
+// a visit reads, without the step and pipeline; one whose windows lack
+// the runs of rows the scan found is grouped again, and so unpacked with
+// those two as well. Both give each window the rows it had when read.
+func TestAttachWithoutRuns(t *testing.T) {
+	tr := simTrace(t, sim.Config{Schedule: "1f1b", Stages: 3, MicroBatches: 4, DP: 2, Steps: 2, OptMs: 1, Seed: 2})
+	pc := splitPipelines(tr, [][]int32{{0}, {1}})
+	ix, err := newChunkedIndex(pc, nil, Options{Step: AllSteps, PackBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.chunks[1].packed == nil {
+		t.Fatal("chunk 1 is not packed")
+	}
+	// The rows of each window of chunk 1, as (step, pipeline, rank, seq).
+	rowsOf := func() map[int][][4]int64 {
+		out := map[int][][4]int64{}
+		ix.visitColumns(replayColumns, visit{
+			want: func(k int) bool { return ix.windows[k].chunk == 1 },
+			window: func(_, k int) {
+				g := ix.windows[k]
+				for _, i := range g.rows {
+					out[k] = append(out[k], [4]int64{g.step, int64(g.pipeline), int64(g.t.Rank[i]), g.t.Seq[i]})
+				}
+				if len(g.t.Step) != 0 && len(g.t.Step) != g.t.Len() {
+					t.Errorf("window %d: step column of %d rows in a chunk of %d", k, len(g.t.Step), g.t.Len())
+				}
+			},
+		})
+		return out
+	}
+	withRuns := rowsOf()
+	if len(withRuns) == 0 {
+		t.Fatal("no window of chunk 1 visited")
+	}
+	for _, k := range ix.chunks[1].wins {
+		ix.windows[k].runs = nil
+	}
+	regrouped := rowsOf()
+	if !reflect.DeepEqual(withRuns, regrouped) {
+		t.Errorf("windows regrouped without their runs got other rows")
+	}
+	// And the rows are those of the trace's windows: every row of
+	// pipeline 1 once, with its step.
+	n := 0
+	for _, rows := range regrouped {
+		for _, r := range rows {
+			if r[1] != 1 {
+				t.Fatalf("a row of pipeline %d in a window of chunk 1", r[1])
+			}
+			n++
+		}
+	}
+	want := 0
+	for _, p := range tr.Pipeline {
+		if p == 1 {
+			want++
+		}
+	}
+	if n != want {
+		t.Errorf("%d rows in chunk 1's windows, want %d", n, want)
+	}
+}
