@@ -376,7 +376,7 @@ type stepBase struct {
 	// stragglers: the step's ops the straggler test flags.
 	stragglers int
 	samples    stepSamples
-	xfers      []xferSample
+	xfers      stepXfers
 }
 
 // stepSamples is the measured durations of one step's compute ops and
@@ -483,6 +483,90 @@ type xferSample struct {
 	durNs    int64
 }
 
+// xferKind is what transfers share: the boundary crossed and the payload.
+type xferKind struct {
+	boundaryKey
+	bytes int64
+}
+
+// stepXfers is one step's transfers, in graph order: each one's kind (an
+// index into kinds, the step's distinct kinds in order of first
+// appearance) and duration. 12 bytes a transfer where a sample of its own
+// takes 32: a fleet job's step moves a million, and the what-if keeps
+// every step's until the fit.
+type stepXfers struct {
+	kinds []xferKind
+	kind  []uint32
+	durNs []int64
+}
+
+func (sx *stepXfers) len() int { return len(sx.kind) }
+
+// at returns transfer j.
+func (sx *stepXfers) at(j int) xferSample {
+	k := sx.kinds[sx.kind[j]]
+	return xferSample{from: k.from, to: k.to, dir: k.dir, bytes: k.bytes, durNs: sx.durNs[j]}
+}
+
+// xferIndex finds the kinds of a step's transfers as stepXfers.add
+// appends them: the latest kind of each boundary of stages below
+// xferSlots, by an array, and the others by a map. It is reused from step
+// to step (reset).
+type xferIndex struct {
+	slot  []int32 // 1 + the index of the latest kind of boundary (from, to, dir)
+	other map[xferKind]uint32
+}
+
+const xferSlots = 128
+
+// reset makes ix ready for a step after sx.
+func (ix *xferIndex) reset(sx *stepXfers) {
+	for _, k := range sx.kinds {
+		if s, ok := xferSlot(k.boundaryKey); ok {
+			ix.slot[s] = 0
+		}
+	}
+	clear(ix.other)
+}
+
+func xferSlot(b boundaryKey) (int, bool) {
+	if uint32(b.from) >= xferSlots || uint32(b.to) >= xferSlots || b.dir > 1 {
+		return 0, false
+	}
+	return (int(b.from)*xferSlots+int(b.to))<<1 | int(b.dir), true
+}
+
+// add appends a transfer of kind k lasting durNs to sx (ix: sx's index).
+func (sx *stepXfers) add(ix *xferIndex, k xferKind, durNs int64) {
+	if ix.slot == nil {
+		ix.slot = make([]int32, xferSlots*xferSlots*2)
+	}
+	s, inSlots := xferSlot(k.boundaryKey)
+	var id uint32
+	found := false
+	if inSlots {
+		if i := ix.slot[s] - 1; i >= 0 && sx.kinds[i] == k {
+			id, found = uint32(i), true
+		}
+	}
+	if !found {
+		if ix.other == nil {
+			ix.other = map[xferKind]uint32{}
+		}
+		var ok bool
+		if id, ok = ix.other[k]; !ok {
+			id = uint32(len(sx.kinds))
+			sx.kinds = append(sx.kinds, k)
+			ix.other[k] = id
+		}
+		if inSlots {
+			ix.slot[s] = int32(id) + 1
+		}
+	}
+	sx.kind = append(sx.kind, id)
+	sx.durNs = append(sx.durNs, durNs)
+}
+
 // stepsByChunk groups steps (each step's windows) by the chunk of ix that
 // holds them: an error when a step's windows are in two chunks.
 func stepsByChunk(ix *index, steps []*stepBase) ([][]int, error) {
@@ -532,6 +616,7 @@ func baselinePass(ix *index, og *opGroups, noDelays bool, mems *[]graphMem) ([]*
 	mem := make([]graphMem, workers(len(out)))
 	*mems = mem
 	scratch := make([]sampleScratch, len(mem))
+	xidx := make([]xferIndex, len(mem))
 	firsts := make([][]rankAt, len(ix.windows)) // per window: where each run of a rank's rows starts
 	ix.forChunks(nil, func(c int) {
 		wins := ix.chunks[c].wins
@@ -571,7 +656,8 @@ func baselinePass(ix *index, og *opGroups, noDelays bool, mems *[]graphMem) ([]*
 			for _, c := range g.class {
 				nRecv += b2i(c == ncRecv)
 			}
-			sb.xfers = hugepage.Make[xferSample](nRecv)[:0]
+			sb.xfers.kind, sb.xfers.durNs = hugepage.Make[uint32](nRecv)[:0], hugepage.Make[int64](nRecv)[:0]
+			xi := &xidx[w]
 			for v := range int32(g.numNodes()) {
 				if g.class[v] == ncRecv {
 					snd := g.row[g.other[v]]
@@ -580,9 +666,10 @@ func baselinePass(ix *index, og *opGroups, noDelays bool, mems *[]graphMem) ([]*
 						b = t.Bytes[g.row[v]]
 					}
 					from := g.ranks[g.owner[g.other[v]]].stage
-					sb.xfers = append(sb.xfers, xferSample{from: from, to: g.stage[v], dir: p2pDir(g.kind[v]), bytes: max(b, 0), durNs: g.meas[v]})
+					sb.xfers.add(xi, xferKind{boundaryKey{from, g.stage[v], p2pDir(g.kind[v])}, max(b, 0)}, g.meas[v])
 				}
 			}
+			xi.reset(&sb.xfers)
 			for _, x := range sb.ws {
 				for _, i := range ix.windows[x].rows {
 					if gx := og.group(t, i); gx >= 0 {

@@ -59,50 +59,49 @@ func (f xferFit) predict(sizeFactor float64) float64 {
 // order), all groups in the same two passes; its medians are selected
 // from the transfers' values partitioned by boundary (a median does not
 // depend on the order), the boundaries' on every core.
-func fitP2P(xs [][]xferSample) *p2pModel {
+func fitP2P(xs []*stepXfers) *p2pModel {
 	m := &p2pModel{byBoundary: map[boundaryKey]xferFit{}}
 	n := 0
 	for _, p := range xs {
-		n += len(p)
+		n += p.len()
 	}
 	// Groups: 0 all, 1 + direction, 3 + a boundary's index (in order of
-	// first appearance); grp holds each transfer's boundary group.
+	// first appearance); kgrp[s][i] is the boundary group of step s's
+	// kind i (a step's kinds are in the order they first appear).
 	bidx := map[boundaryKey]int32{}
 	var bkeys []boundaryKey
-	grp := hugepage.Make[int32](n)[:0]
-	var last boundaryKey
-	lastG := int32(-1)
-	for _, p := range xs {
-		for _, x := range p {
-			if k := (boundaryKey{x.from, x.to, x.dir}); lastG < 0 || k != last {
-				g, found := bidx[k]
-				if !found {
-					g = int32(3 + len(bkeys))
-					bidx[k] = g
-					bkeys = append(bkeys, k)
-				}
-				last, lastG = k, g
+	kgrp := make([][]int32, len(xs))
+	for s, p := range xs {
+		kgrp[s] = make([]int32, len(p.kinds))
+		for i, k := range p.kinds {
+			g, found := bidx[k.boundaryKey]
+			if !found {
+				g = int32(3 + len(bkeys))
+				bidx[k.boundaryKey] = g
+				bkeys = append(bkeys, k.boundaryKey)
 			}
-			grp = append(grp, lastG)
+			kgrp[s][i] = g
 		}
 	}
 	accs := make([]xferAcc, 3+len(bkeys))
 	for i := range accs {
 		accs[i] = xferAcc{lo: math.Inf(1), hi: math.Inf(-1), known: true}
 	}
-	sumGroups(accs, xs, grp, false)
+	sumGroups(accs, xs, kgrp, false)
 	for i := range accs {
 		accs[i].center()
 	}
-	sumGroups(accs, xs, grp, true)
+	sumGroups(accs, xs, kgrp, true)
 
 	// Durations and payloads partitioned by boundary, the boundaries of
 	// direction 0 first: each direction's are then one run of ds and bs,
 	// whose medians need no copy (gathering them grew two lists of every
 	// transfer: 2.6 s of a what-if's 30 of CPU on 24.7M events).
 	cnt := make([]int, len(bkeys))
-	for _, g := range grp {
-		cnt[g-3]++
+	for s, p := range xs {
+		for _, ki := range p.kind {
+			cnt[kgrp[s][ki]-3]++
+		}
 	}
 	start := make([]int, len(bkeys)) // each boundary's first index
 	dirOff := [3]int{}               // each direction's run: [dirOff[d], dirOff[d+1])
@@ -119,13 +118,11 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	dirOff[2] = at
 	ds, bs := hugepage.Make[int64](n), hugepage.Make[int64](n)
 	next := slices.Clone(start)
-	j := 0
-	for _, p := range xs {
-		for _, x := range p {
-			b := grp[j] - 3
-			ds[next[b]], bs[next[b]] = x.durNs, x.bytes
+	for s, p := range xs {
+		for j, ki := range p.kind {
+			b := kgrp[s][ki] - 3
+			ds[next[b]], bs[next[b]] = p.durNs[j], p.kinds[ki].bytes
 			next[b]++
-			j++
 		}
 	}
 	// Medians: each boundary's in place; then each direction's, gathered;
@@ -159,22 +156,21 @@ func fitP2P(xs [][]xferSample) *p2pModel {
 	return m
 }
 
-// sumGroups is one of fitP2P's passes over the transfers xs (grp: each
-// one's boundary group): each adds to its three groups (all, its
+// sumGroups is one of fitP2P's passes over the transfers xs (kgrp: each
+// step's kinds' boundary groups): each adds to its three groups (all, its
 // direction, its boundary), centred on the second pass.
-func sumGroups(accs []xferAcc, xs [][]xferSample, grp []int32, centred bool) {
-	j := 0
-	for _, p := range xs {
-		for _, x := range p {
-			b, d := float64(x.bytes), float64(x.durNs)
-			for _, g := range [3]int32{0, 1 + int32(x.dir&1), grp[j]} {
+func sumGroups(accs []xferAcc, xs []*stepXfers, kgrp [][]int32, centred bool) {
+	for s, p := range xs {
+		for j, ki := range p.kind {
+			k := &p.kinds[ki]
+			b, d := float64(k.bytes), float64(p.durNs[j])
+			for _, g := range [3]int32{0, 1 + int32(k.dir&1), kgrp[s][ki]} {
 				if centred {
 					accs[g].addCentred(b, d)
 				} else {
 					accs[g].add(b, d)
 				}
 			}
-			j++
 		}
 	}
 }

@@ -98,12 +98,12 @@ func newWhatIfStats(ix *index, ok []*stepBase, og *opGroups, ranksOf map[[2]int3
 	}
 	st.keys = slices.SortedFunc(maps.Keys(st.worker), cmpSampleKey)
 	st.replicas = slices.Sorted(maps.Keys(pipes))
-	xs := make([][]xferSample, len(ok))
+	xs := make([]*stepXfers, len(ok))
 	over := make([]float64, len(ok))
 	nx := 0
 	for k, s := range ok {
-		xs[k] = s.xfers
-		nx += len(s.xfers)
+		xs[k] = &s.xfers
+		nx += s.xfers.len()
 		over[k] = float64(s.measNs - s.windowNs)
 	}
 	st.p2p = fitP2P(xs)

@@ -78,7 +78,8 @@ func TestFitP2PMatchesGroups(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 1))
 	for trial := range 400 {
 		p := 2 + rng.IntN(5)
-		steps := make([][]xferSample, 1+rng.IntN(4))
+		steps := make([]*stepXfers, 1+rng.IntN(4))
+		var ix xferIndex
 		var all []xferSample
 		for s := range steps {
 			for range rng.IntN([]int{0, 3, 40, 400}[rng.IntN(4)] + 1) {
@@ -87,6 +88,9 @@ func TestFitP2PMatchesGroups(t *testing.T) {
 				to := from + 1 - 2*int32(dir)
 				if rng.IntN(10) == 0 {
 					to = int32(rng.IntN(p)) // a wrap-around or odd boundary
+				}
+				if rng.IntN(20) == 0 {
+					from += xferSlots // a boundary past the kinds' slots (xferIndex's map)
 				}
 				var bytes int64
 				switch trial % 4 {
@@ -107,9 +111,19 @@ func TestFitP2PMatchesGroups(t *testing.T) {
 					dur = 0
 				}
 				x := xferSample{from: from, to: to, dir: dir, bytes: bytes, durNs: dur}
-				steps[s] = append(steps[s], x)
+				if steps[s] == nil {
+					steps[s] = &stepXfers{}
+				}
+				steps[s].add(&ix, xferKind{boundaryKey{x.from, x.to, x.dir}, x.bytes}, x.durNs)
+				if got := steps[s].at(steps[s].len() - 1); got != x {
+					t.Fatalf("trial %d: transfer kept as %+v, want %+v", trial, got, x)
+				}
 				all = append(all, x)
 			}
+			if steps[s] == nil {
+				steps[s] = &stepXfers{}
+			}
+			ix.reset(steps[s])
 		}
 		want := &p2pModel{byBoundary: map[boundaryKey]xferFit{}}
 		by := map[boundaryKey][]xferSample{}
