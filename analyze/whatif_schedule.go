@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -97,10 +98,16 @@ func fitP2P(xs []*stepXfers) *p2pModel {
 	// direction 0 first: each direction's are then one run of ds and bs,
 	// whose medians need no copy (gathering them grew two lists of every
 	// transfer: 2.6 s of a what-if's 30 of CPU on 24.7M events).
+	// Each step's transfers of each kind, and of each boundary.
+	kcnt := make([][]int, len(xs))
 	cnt := make([]int, len(bkeys))
 	for s, p := range xs {
+		kcnt[s] = make([]int, len(p.kinds))
 		for _, ki := range p.kind {
-			cnt[kgrp[s][ki]-3]++
+			kcnt[s][ki]++
+		}
+		for ki, c := range kcnt[s] {
+			cnt[kgrp[s][ki]-3] += c
 		}
 	}
 	start := make([]int, len(bkeys)) // each boundary's first index
@@ -116,13 +123,24 @@ func fitP2P(xs []*stepXfers) *p2pModel {
 		}
 	}
 	dirOff[2] = at
-	ds, bs := hugepage.Make[int64](n), hugepage.Make[int64](n)
+	ds := hugepage.Make[int64](n)
 	next := slices.Clone(start)
 	for s, p := range xs {
 		for j, ki := range p.kind {
 			b := kgrp[s][ki] - 3
-			ds[next[b]], bs[next[b]] = p.durNs[j], p.kinds[ki].bytes
+			ds[next[b]] = p.durNs[j]
 			next[b]++
+		}
+	}
+	// The payloads, as counts of each value per boundary: a step's
+	// transfers of one kind share theirs.
+	bytesOf := make([][]valueCount, len(bkeys))
+	for s, p := range xs {
+		for ki, k := range p.kinds {
+			if c := kcnt[s][ki]; c > 0 {
+				b := kgrp[s][ki] - 3
+				bytesOf[b] = append(bytesOf[b], valueCount{k.bytes, c})
+			}
 		}
 	}
 	// Medians: each boundary's in place; then each direction's, gathered;
@@ -134,19 +152,25 @@ func fitP2P(xs []*stepXfers) *p2pModel {
 		a, lo, hi := &accs[3+b], start[b], start[b]+cnt[b]
 		med[3+b].dur = medianNs(ds[lo:hi])
 		if a.known {
-			med[3+b].bytes = medianNs(bs[lo:hi])
+			med[3+b].bytes = medianOfCounts(slices.Clone(bytesOf[b]))
 		}
 	})
 	forEach(2, func(_, dir int) {
 		lo, hi := dirOff[dir], dirOff[dir+1]
 		med[1+dir].dur = medianNs(ds[lo:hi])
 		if accs[1+dir].known {
-			med[1+dir].bytes = medianNs(bs[lo:hi])
+			var vc []valueCount
+			for b, key := range bkeys {
+				if int(key.dir&1) == dir {
+					vc = append(vc, bytesOf[b]...)
+				}
+			}
+			med[1+dir].bytes = medianOfCounts(vc)
 		}
 	})
 	med[0].dur = medianNs(ds)
 	if accs[0].known {
-		med[0].bytes = medianNs(bs)
+		med[0].bytes = medianOfCounts(slices.Concat(bytesOf...))
 	}
 	for b, k := range bkeys {
 		m.byBoundary[k] = accs[3+b].fit(med[3+b].dur, med[3+b].bytes)
@@ -154,6 +178,41 @@ func fitP2P(xs []*stepXfers) *p2pModel {
 	m.byDir[0], m.byDir[1] = accs[1].fit(med[1].dur, med[1].bytes), accs[2].fit(med[2].dur, med[2].bytes)
 	m.all = accs[0].fit(med[0].dur, med[0].bytes)
 	return m
+}
+
+// valueCount is count values equal to value.
+type valueCount struct {
+	value int64
+	count int
+}
+
+// medianOfCounts returns the median of the values vc counts (medianOf of
+// the list holding each value count times), reordering vc.
+func medianOfCounts(vc []valueCount) float64 {
+	n := 0
+	for _, x := range vc {
+		n += x.count
+	}
+	if n == 0 {
+		return 0
+	}
+	slices.SortFunc(vc, func(a, b valueCount) int { return cmp.Compare(a.value, b.value) })
+	// The values at positions n/2 and, for an even n, n/2 - 1 of the
+	// sorted list.
+	at := func(k int) int64 {
+		for _, x := range vc {
+			if k < x.count {
+				return x.value
+			}
+			k -= x.count
+		}
+		panic("medianOfCounts: position past the counts")
+	}
+	hi := at(n / 2)
+	if n%2 == 1 {
+		return float64(hi)
+	}
+	return (float64(at(n/2-1)) + float64(hi)) / 2
 }
 
 // sumGroups is one of fitP2P's passes over the transfers xs (kgrp: each

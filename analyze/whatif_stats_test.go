@@ -170,6 +170,32 @@ func TestMedianNs(t *testing.T) {
 	}
 }
 
+// TestMedianOfCounts: the median of values given as counts is medianNs
+// of the list holding each value that many times, for odd and even
+// totals, zero counts, repeated values and values past 2^53.
+func TestMedianOfCounts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 2000 {
+		var vc []valueCount
+		var list []int64
+		for range rng.IntN(8) {
+			v := int64(rng.IntN(5)) << (10 * rng.IntN(6))
+			if rng.IntN(10) == 0 {
+				v = 1<<60 + int64(rng.IntN(3))
+			}
+			c := rng.IntN(4)
+			vc = append(vc, valueCount{v, c})
+			for range c {
+				list = append(list, v)
+			}
+		}
+		want := medianNs(slices.Clone(list))
+		if got := medianOfCounts(vc); got != want {
+			t.Fatalf("trial %d: medianOfCounts(%v) = %v, want %v (of %v)", trial, vc, got, want, list)
+		}
+	}
+}
+
 // TestWhatIfStatsMedians: the medians the scenarios start from, per key
 // (pipeline, stage, chunk, kind), per (stage, chunk, kind) and per
 // (stage, kind) of compute ops, and the samples per key, are those of the
