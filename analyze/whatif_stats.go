@@ -77,7 +77,7 @@ func newWhatIfStats(ix *index, ok []*stepBase, og *opGroups, ranksOf map[[2]int3
 	forEach(len(pools), func(w, x int) {
 		buf := bufs[w][:0]
 		for _, p := range parts[x] {
-			buf = append(buf, ok[p.step].samples.of(int(p.key))...)
+			buf = ok[p.step].samples.appendOf(buf, int(p.key))
 		}
 		meds[x], ns[x], bufs[w] = medianNs(buf), len(buf), buf
 	})

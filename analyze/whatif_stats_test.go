@@ -205,6 +205,10 @@ func TestWhatIfStatsMedians(t *testing.T) {
 		{Schedule: "interleaved", Stages: 4, DP: 2, MicroBatches: 8, Steps: 3, Jitter: 0.2, Seed: 3, P2PLatencyUs: 10, P2PGbps: 100},
 		{Schedule: "zb-h1", Stages: 3, DP: 3, TP: 2, MicroBatches: 6, Steps: 2, Jitter: 0.1, Seed: 5, P2PGbps: 50},
 		{Schedule: "1f1b", Stages: 5, MicroBatches: 7, Steps: 4, Jitter: 0.3, Seed: 7},
+		// One op of step 1 past 2^32 ns: that step's samples are kept in
+		// 64 bits, the others' in 32.
+		{Schedule: "1f1b", Stages: 3, MicroBatches: 4, Steps: 3, Jitter: 0.1, Seed: 9,
+			Stragglers: []sim.Straggler{{Step: 1, MicroBatch: 2, Stage: 1, Factor: 1e4}}},
 	} {
 		tr, err := sim.Run(c)
 		if err != nil {
@@ -216,6 +220,15 @@ func TestWhatIfStatsMedians(t *testing.T) {
 		ok, ranksOf, err := baselinePass(ix, og, false, &mem)
 		if err != nil {
 			t.Fatal(err)
+		}
+		wide := 0
+		for _, s := range ok {
+			if s.samples.durs != nil {
+				wide++
+			}
+		}
+		if want := len(c.Stragglers); wide != want {
+			t.Fatalf("%s: %d steps' samples in 64 bits, want %d", c.Schedule, wide, want)
 		}
 		for _, s := range ok {
 			if s.err != nil {
