@@ -59,9 +59,9 @@ type Options struct {
 	// from (and the op groups it uses), without the statistics, memory,
 	// replays and stragglers the rest of the report costs.
 	untilSchedule bool
-	// packAll packs chunks with every column, not only those the
-	// analysis' visits read (RunWhatIfChunks: its graphs read the
-	// process groups too).
+	// packAll packs chunks with every column but the FLOPs
+	// (packAllColumns), not only those the analysis' visits read
+	// (RunWhatIfChunks: its graphs read the process groups too).
 	packAll bool
 }
 
@@ -324,6 +324,10 @@ var (
 	visitColumns = stagesColumns | scheduleColumns | replayColumns | regroupColumns
 	// What grouping a chunk's rows into windows reads (groupWindowsIn).
 	regroupColumns = trace.ColumnsOf(trace.ColStep, trace.ColPipeline)
+	// What a chunk is packed with for the what-if (Options.packAll): its
+	// step graphs read every column but the FLOPs (measured by the scan),
+	// the process groups and every P2P op's post included.
+	packAllColumns = trace.AllColumns &^ trace.ColumnsOf(trace.ColFlops)
 )
 
 // index is a trace grouped once for every pass. The rows of a window are

@@ -278,7 +278,7 @@ func newChunkedIndex(src Chunks, whole *trace.Trace, opt Options) (*index, error
 					}
 					cols := visitColumns
 					if opt.packAll {
-						cols = trace.AllColumns
+						cols = packAllColumns
 					}
 					p := packer.PackColumns(t, cols)
 					need := packed + p.Bytes() + lists
