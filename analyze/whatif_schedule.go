@@ -94,11 +94,7 @@ func fitP2P(xs []*stepXfers) *p2pModel {
 	}
 	sumGroups(accs, xs, kgrp, true)
 
-	// Durations and payloads partitioned by boundary, the boundaries of
-	// direction 0 first: each direction's are then one run of ds and bs,
-	// whose medians need no copy (gathering them grew two lists of every
-	// transfer: 2.6 s of a what-if's 30 of CPU on 24.7M events).
-	// Each step's transfers of each kind, and of each boundary.
+	// Each step's transfers of each kind, and each boundary's.
 	kcnt := make([][]int, len(xs))
 	cnt := make([]int, len(bkeys))
 	for s, p := range xs {
@@ -123,6 +119,10 @@ func fitP2P(xs []*stepXfers) *p2pModel {
 		}
 	}
 	dirOff[2] = at
+	// Durations partitioned by boundary, the boundaries of direction 0
+	// first: each direction's are then one run of ds, whose median needs
+	// no copy (gathering them grew lists of every transfer: 2.6 s of a
+	// what-if's 30 of CPU on 24.7M events).
 	ds := hugepage.Make[int64](n)
 	next := slices.Clone(start)
 	for s, p := range xs {
@@ -132,8 +132,8 @@ func fitP2P(xs []*stepXfers) *p2pModel {
 			next[b]++
 		}
 	}
-	// The payloads, as counts of each value per boundary: a step's
-	// transfers of one kind share theirs.
+	// The payloads, as counts of each value per boundary (a step's
+	// transfers of one kind share theirs): no list of every transfer's.
 	bytesOf := make([][]valueCount, len(bkeys))
 	for s, p := range xs {
 		for ki, k := range p.kinds {
@@ -152,7 +152,7 @@ func fitP2P(xs []*stepXfers) *p2pModel {
 		a, lo, hi := &accs[3+b], start[b], start[b]+cnt[b]
 		med[3+b].dur = medianNs(ds[lo:hi])
 		if a.known {
-			med[3+b].bytes = medianOfCounts(slices.Clone(bytesOf[b]))
+			med[3+b].bytes = medianOfCounts(bytesOf[b]) // (reordered: the same counts)
 		}
 	})
 	forEach(2, func(_, dir int) {
