@@ -507,15 +507,6 @@ type sampleKey struct {
 	kind                   trace.Kind
 }
 
-// xferSample is one transfer: the boundary it crossed, its payload and
-// its duration.
-type xferSample struct {
-	from, to int32
-	dir      uint8 // 0 activation, 1 gradient
-	bytes    int64
-	durNs    int64
-}
-
 // xferKind is what transfers share: the boundary crossed and the payload.
 type xferKind struct {
 	boundaryKey
@@ -534,12 +525,6 @@ type stepXfers struct {
 }
 
 func (sx *stepXfers) len() int { return len(sx.kind) }
-
-// at returns transfer j.
-func (sx *stepXfers) at(j int) xferSample {
-	k := sx.kinds[sx.kind[j]]
-	return xferSample{from: k.from, to: k.to, dir: k.dir, bytes: k.bytes, durNs: sx.durNs[j]}
-}
 
 // xferIndex finds the kinds of a step's transfers as stepXfers.add
 // appends them: the latest kind of each boundary of stages below

@@ -11,6 +11,22 @@ import (
 	"github.com/ppprof/ppprof/sim"
 )
 
+// xferSample is one transfer as the tests build them (the what-if keeps
+// a step's as a stepXfers): the boundary it crossed, its payload and
+// its duration.
+type xferSample struct {
+	from, to int32
+	dir      uint8 // 0 activation, 1 gradient
+	bytes    int64
+	durNs    int64
+}
+
+// at returns transfer j.
+func (sx *stepXfers) at(j int) xferSample {
+	k := sx.kinds[sx.kind[j]]
+	return xferSample{from: k.from, to: k.to, dir: k.dir, bytes: k.bytes, durNs: sx.durNs[j]}
+}
+
 // fitXfersOne fits one group's transfers the straightforward way: its
 // times and payloads gathered in order, the medians from a sort, the line
 // from the centred sums (see p2pModel).
