@@ -74,7 +74,7 @@ Fault specs (--fault, repeatable):
 	f.StringVarP(&opts.out, "output", "o", "", "output: an Arrow file, or an existing directory for per-rank streams")
 	f.StringVar(&opts.compression, "compression", "", "record batch compression: none, lz4 or zstd")
 	f.BoolVar(&opts.fleet.on, "fleet", false, "fleet-sized jobs: simulate one step and replica at a time and stream each rank's rows to -o DIR, never holding the trace (faults apply; no slow workers; see docs/performance.md)")
-	f.IntVar(&opts.fleet.batchRows, "fleet-batch-rows", 2048, "--fleet: rows per rank buffered and written as one record batch (memory: ranks x rows x ~160 bytes)")
+	f.IntVar(&opts.fleet.batchRows, "fleet-batch-rows", 2048, "--fleet: rows per rank buffered (packed, ~10-30 bytes a row) and written as one record batch")
 	f.BoolVarP(&opts.quiet, "quiet", "q", false, "no progress bar or summary on stderr")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
