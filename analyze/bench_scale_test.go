@@ -32,7 +32,21 @@ func fleetTrace(b *testing.B, dp, steps int) *trace.Trace {
 //
 //	go test -run XXX -bench AnalyzeRanks -benchtime 3x ./analyze/
 func BenchmarkAnalyzeRanks(b *testing.B) {
-	for _, s := range []struct{ dp, steps int }{{2, 16}, {32, 1}} {
+	benchRanks(b, []struct{ dp, steps int }{{2, 16}, {32, 1}})
+}
+
+// BenchmarkAnalyzeRanks16384 is BenchmarkAnalyzeRanks from 4096 to 16384
+// ranks, on 12.3M events and 128 windows each: DP 32 over 4 steps against
+// DP 128 over one (about 5 GB of memory).
+//
+//	go test -run XXX -bench AnalyzeRanks16384 -benchtime 2x ./analyze/
+func BenchmarkAnalyzeRanks16384(b *testing.B) {
+	benchRanks(b, []struct{ dp, steps int }{{32, 4}, {128, 1}})
+}
+
+// benchRanks runs Run on the fleet job of each (dp, steps) in turn.
+func benchRanks(b *testing.B, shapes []struct{ dp, steps int }) {
+	for _, s := range shapes {
 		b.Run(fmt.Sprintf("ranks=%d", 16*8*s.dp), func(b *testing.B) {
 			t := fleetTrace(b, s.dp, s.steps)
 			b.ResetTimer()

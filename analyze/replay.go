@@ -179,13 +179,16 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 		r = &replay{}
 	}
 	// The window before, when its build succeeded: a window of the same
-	// topology (the same ranks, each with ops of the same kinds in the
-	// same order, its sends and receives to and from the same peers) has
-	// the same matching and the same deadlock-free order of ops, which
-	// depend on nothing else (not on durations, times or stages): the
-	// next step of a pipeline, as a rule. Step 1 compares each of these
-	// with the window before's as it writes them.
+	// topology (as many ranks, each with ops of the same kinds in the
+	// same order, its sends and receives to and from the same peers, as
+	// local ranks) has the same matching and the same deadlock-free order
+	// of ops, which depend on nothing else (not on durations, times,
+	// stages or the ranks' numbers): the next step of a pipeline, as a
+	// rule, and the same step of the next pipeline replica. Step 1
+	// compares the shape and, for the same ranks, the peers with the
+	// window before's as it writes them; step 3 the other ranks' peers.
 	same := r.topo && len(r.rows) == n
+	sameRanks := same // the same trace ranks, each sending to and receiving from the same peers
 	r.topo = false
 	oldRanks, oldFirst := r.ranks, r.first
 	rows := w.rows
@@ -219,7 +222,8 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 			lr++
 			// (The window before's lists share these arrays: compare
 			// before appending over them.)
-			same = same && int(lr) < len(oldRanks) && oldRanks[lr] == rank[row] && oldFirst[lr] == int32(i)
+			same = same && int(lr) < len(oldFirst) && oldFirst[lr] == int32(i)
+			sameRanks = same && sameRanks && oldRanks[lr] == rank[row]
 			r.ranks = append(r.ranks, rank[row])
 			r.first = append(r.first, int32(i))
 			r.compFirst = append(r.compFirst, int32(len(r.comp)))
@@ -246,12 +250,13 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 		same = same && kind[i] == ok
 		kind[i] = ok
 		if ok == opSend || ok == opRecv {
-			same = same && peer[i] == int32(peers[row])
+			sameRanks = sameRanks && peer[i] == int32(peers[row])
 			peer[i] = int32(peers[row])
 		}
 		meas[i] = max(e-s, 0)
 	}
 	same = same && int(lr)+1 == len(oldRanks)
+	sameRanks = sameRanks && same
 	r.first = append(r.first, int32(n))
 	r.compFirst = append(r.compFirst, int32(len(r.comp)))
 	nr := len(r.ranks)
@@ -293,6 +298,18 @@ func newReplayIn(r *replay, t *trace.Trace, w *window, p int) (*replay, error) {
 	// against receives of dst from src in seq order (the window before's
 	// when the topology is the same).
 	match := r.match[:n]
+	if same && !sameRanks {
+		// Other ranks, or other peers, in the same shape: the same
+		// topology when each P2P op's peer is, as a local rank, the one
+		// its match in the window before was on.
+		r.indexRanks()
+		for i, k := range kind {
+			if (k == opSend || k == opRecv) && r.localRank(trace.Rank(peer[i])) != owner[match[i]] {
+				same = false
+				break
+			}
+		}
+	}
 	if !same {
 		if err := r.matchP2P(w); err != nil {
 			return nil, err
@@ -357,17 +374,14 @@ func (r *replay) localRank(pr trace.Rank) int32 {
 	return int32(lp)
 }
 
-// matchP2P pairs every SEND with a RECV (and back) in r.match: the k-th
-// send of a rank to a peer with the k-th receive of the peer from the
-// rank. Each P2P op is numbered in its channel (its rank's sends to, or
-// receives from, one peer; a rank has few), then each channel of sends is
-// matched with its peer's channel of receives.
-func (r *replay) matchP2P(w *window) error {
-	t := r.t
+// indexRanks readies localRank for the window's ranks: a table when they
+// are dense enough or span at most 64K ranks (a 16384-rank job's replica
+// spans 15K: 256 KB, filled in microseconds, against a search per P2P
+// op), else a search.
+func (r *replay) indexRanks() {
 	nr := len(r.ranks)
-	// Local ranks by table when the ranks are dense enough, else by search.
 	r.dense = r.dense[:0]
-	if span := int64(r.ranks[nr-1]) - int64(r.ranks[0]) + 1; span <= 64*int64(nr)+1024 {
+	if span := int64(r.ranks[nr-1]) - int64(r.ranks[0]) + 1; span <= max(64*int64(nr)+1024, 1<<16) {
 		r.dense = grow(r.dense, int(span))
 		for i := range r.dense {
 			r.dense[i] = -1
@@ -378,6 +392,17 @@ func (r *replay) matchP2P(w *window) error {
 	} else {
 		r.dense = nil
 	}
+}
+
+// matchP2P pairs every SEND with a RECV (and back) in r.match: the k-th
+// send of a rank to a peer with the k-th receive of the peer from the
+// rank. Each P2P op is numbered in its channel (its rank's sends to, or
+// receives from, one peer; a rank has few), then each channel of sends is
+// matched with its peer's channel of receives.
+func (r *replay) matchP2P(w *window) error {
+	t := r.t
+	nr := len(r.ranks)
+	r.indexRanks()
 	n := len(r.rows)
 	for i := range r.match[:n] {
 		r.match[i] = -1

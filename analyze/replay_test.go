@@ -329,9 +329,8 @@ func TestReplayReusesTopology(t *testing.T) {
 				t.Fatal(err)
 			}
 			ix := newIndex(tr, Options{Step: AllSteps})
-			// Pipeline by pipeline, then in step order (each window but the
-			// first of a pipeline can reuse), then every pipeline in turn
-			// (none can: other ranks).
+			// Pipeline by pipeline, then in step order, then every
+			// pipeline in turn.
 			var order []*window
 			for pipe := range layout[0] {
 				for _, w := range ix.windows {
@@ -352,11 +351,11 @@ func TestReplayReusesTopology(t *testing.T) {
 				}
 				same(t, fmt.Sprintf("%s %v step %d pipeline %d", sched, layout, w.step, w.pipeline), r, fresh)
 			}
-			want := 0 // every window after one of its pipeline: the simulator's steps are alike
-			for i := 1; i < len(order); i++ {
-				want += b2i(order[i].pipeline == order[i-1].pipeline)
-			}
-			if want < c.Steps-1 || r.topoReused != want {
+			// Every window after the first: the simulator's steps are
+			// alike, and so are its pipeline replicas (other ranks, the
+			// same topology in local ranks).
+			want := len(order) - 1
+			if r.topoReused != want {
 				t.Errorf("%s %v: %d builds reused the window before's topology, want %d", sched, layout, r.topoReused, want)
 			}
 		}
@@ -378,20 +377,33 @@ func TestReplayReusesTopology(t *testing.T) {
 	// cut between the ranks elsewhere.
 	firstA := []handOp{{0, trace.F, 0, -1, 0, 0, 5}, {0, trace.F, 1, -1, 5, 5, 9}, {1, trace.F, 0, -1, 0, 0, 7}}
 	firstB := []handOp{{0, trace.F, 0, -1, 0, 0, 5}, {1, trace.F, 0, -1, 0, 0, 4}, {1, trace.F, 1, -1, 4, 4, 11}}
-	// Ranks: the same ops on other ranks.
+	// Ranks: the same ops on other ranks (the same topology).
 	ranksB := []handOp{{0, trace.F, 0, -1, 0, 0, 5}, {0, trace.F, 1, -1, 5, 5, 9}, {2, trace.F, 0, -1, 0, 0, 7}}
+	// Far apart ranks (local ranks by search, not by table): 0, 2000, 4000.
+	far := map[trace.Rank]trace.Rank{1: 2000, 2: 4000}
 	// Kinds: a receive where the first had an F.
 	kindsA := []handOp{{0, trace.SendF, 0, 1, 0, 0, 3}, {0, trace.F, 0, -1, 0, 0, 10}, {1, trace.RecvF, 0, 0, 0, 0, 3}, {1, trace.F, 0, -1, 3, 3, 13}}
 	kindsB := []handOp{{0, trace.SendF, 0, 1, 0, 4, 7}, {0, trace.F, 0, -1, 0, 0, 10}, {1, trace.F, 0, -1, 0, 0, 4}, {1, trace.RecvF, 0, 0, 4, 4, 7}}
 	// Fewer ranks: the same ops on one.
 	fewerB := []handOp{{0, trace.F, 0, -1, 0, 0, 5}, {0, trace.F, 1, -1, 5, 5, 9}, {0, trace.F, 2, -1, 9, 9, 16}}
 	for _, c := range []struct {
-		name  string
-		a, b  []handOp
-		reuse bool
-	}{{"peers", peersA, peersB, false}, {"first ops", firstA, firstB, false}, {"ranks", firstA, ranksB, false},
-		{"kinds", kindsA, kindsB, false}, {"fewer ranks", firstA, fewerB, false}, {"same", peersA, peersA, true}, {"same", firstA, firstA, true}} {
+		name   string
+		a, b   []handOp
+		rename map[trace.Rank]trace.Rank // b's ranks and peers renamed (stages kept)
+		reuse  bool
+	}{{"peers", peersA, peersB, nil, false}, {"first ops", firstA, firstB, nil, false}, {"ranks", firstA, ranksB, nil, true},
+		{"kinds", kindsA, kindsB, nil, false}, {"fewer ranks", firstA, fewerB, nil, false},
+		{"far ranks", peersA, peersA, far, true}, {"far ranks, peers", peersA, peersB, far, false},
+		{"same", peersA, peersA, nil, true}, {"same", firstA, firstA, nil, true}} {
 		ta, tb := handTrace(c.a), handTrace(c.b)
+		for i := range tb.Len() {
+			if r, ok := c.rename[tb.Rank[i]]; ok {
+				tb.Rank[i] = r
+			}
+			if r, ok := c.rename[tb.Peer[i]]; ok {
+				tb.Peer[i] = r
+			}
+		}
 		tb.Meta.PP = 3
 		r := onlyReplay(t, ta)
 		ix := newIndex(tb, Options{Step: AllSteps})
