@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -61,10 +62,11 @@ func simulateFleet(opts *simulateOptions, c sim.Config, aopt arrowv1.Options) er
 //
 // What it holds grows with the ranks, not with the trace: each rank's rows
 // not yet written, packed (trace.Pack: some 10 bytes a row instead of the
-// model's 122), and its open file. A 16384-rank job's buffers took 7.9 GB
-// as model rows (2048 rows a rank, and a 64 KiB write buffer each); the
-// flushing goroutines unpack a rank's rows and write them through a
-// buffer of their own.
+// model's 122). A 16384-rank job's buffers took 7.9 GB as model rows (2048
+// rows a rank, and a 64 KiB write buffer each); the flushing goroutines
+// unpack a rank's rows and write them through a buffer of their own. No
+// file stays open between two writes: a job of more ranks than the
+// process may open files (often 4096 or 20000) is written all the same.
 type rankStreams struct {
 	dir       string
 	opt       arrowv1.Options
@@ -74,8 +76,8 @@ type rankStreams struct {
 
 // rankStream is one rank's file and its rows not yet written.
 type rankStream struct {
-	f     *os.File
-	out   *switchWriter // the stream's writer: the file, or a flushing goroutine's buffer over it
+	path  string
+	out   *switchWriter // the stream's writer: the file, or a flushing goroutine's buffer over it, while open
 	sw    *arrowv1.StreamWriter
 	parts []*trace.Packed // the rows not yet written, in order
 	n     int             // rows in parts
@@ -86,7 +88,12 @@ type rankStream struct {
 // goroutine's buffer flushes it.
 type switchWriter struct{ w io.Writer }
 
-func (s *switchWriter) Write(p []byte) (int, error) { return s.w.Write(p) }
+func (s *switchWriter) Write(p []byte) (int, error) {
+	if s.w == nil {
+		return 0, errors.New("rank stream written while its file is closed")
+	}
+	return s.w.Write(p)
+}
 
 // add buffers rows (each rank's in seq order, ranks in runs) and writes
 // the ranks whose buffers are full, in parallel.
@@ -126,14 +133,42 @@ func (rs *rankStreams) stream(r trace.Rank, meta trace.Meta) (*rankStream, error
 		return nil, err
 	}
 	out := &switchWriter{w: f}
-	sw, err := arrowv1.NewStreamWriter(out, meta, rs.opt)
+	sw, err := arrowv1.NewStreamWriter(out, meta, rs.opt) // the schema, written at once
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	out.w = nil
 	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
-	s := &rankStream{f: f, out: out, sw: sw}
+	s := &rankStream{path: path, out: out, sw: sw}
 	rs.ranks[r] = s
 	return s, nil
+}
+
+// open points the stream's writer at its file, opened to append, through
+// bw when not nil; done flushes bw and closes the file.
+func (s *rankStream) open(bw *bufio.Writer) (done func() error, err error) {
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, err
+	}
+	s.out.w = f
+	if bw != nil {
+		bw.Reset(f)
+		s.out.w = bw
+	}
+	return func() error {
+		var err error
+		if bw != nil {
+			err = bw.Flush()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		s.out.w = nil
+		return err
+	}, nil
 }
 
 // flushScratch is a flushing goroutine's memory, reused from rank to rank.
@@ -157,15 +192,15 @@ func (s *rankStream) flush(sc *flushScratch) error {
 	}
 	clear(s.parts)
 	s.parts, s.n = s.parts[:0], 0
-	sc.bw.Reset(s.f)
-	s.out.w = sc.bw
-	err := s.sw.Write(sc.rows)
-	if ferr := sc.bw.Flush(); err == nil {
-		err = ferr
+	done, err := s.open(sc.bw)
+	if err == nil {
+		err = s.sw.Write(sc.rows)
+		if derr := done(); err == nil {
+			err = derr
+		}
 	}
-	s.out.w = s.f
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", s.f.Name(), err)
+		return fmt.Errorf("writing %s: %w", s.path, err)
 	}
 	return nil
 }
@@ -210,10 +245,16 @@ func (rs *rankStreams) close() error {
 	}
 	err := flushAll(live)
 	for _, s := range live {
-		for _, e := range []error{s.sw.Close(), s.f.Close()} {
-			if err == nil && e != nil {
-				err = fmt.Errorf("writing %s: %w", s.f.Name(), e)
+		// The end-of-stream marker.
+		done, e := s.open(nil)
+		if e == nil {
+			e = s.sw.Close()
+			if derr := done(); e == nil {
+				e = derr
 			}
+		}
+		if err == nil && e != nil {
+			err = fmt.Errorf("writing %s: %w", s.path, e)
 		}
 	}
 	return err
