@@ -22,8 +22,11 @@ func workers(n int) int {
 // per-goroutine scratch in a slice indexed by w. Items are handed out one
 // at a time from a shared counter, so a slow window does not hold up the
 // others. forEach returns when every call has returned.
-func forEach(n int, fn func(w, k int)) {
-	nw := workers(n)
+func forEach(n int, fn func(w, k int)) { forEachN(n, workers(n), fn) }
+
+// forEachN is forEach on at most nw goroutines (at least one).
+func forEachN(n, nw int, fn func(w, k int)) {
+	nw = max(1, min(nw, workers(n)))
 	if nw == 1 {
 		for k := range n {
 			fn(0, k)

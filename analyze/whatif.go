@@ -81,6 +81,13 @@ type WhatIfOptions struct {
 	// and the job's shape from it instead of analysing the trace again.
 	// Nil: RunWhatIf runs the analysis.
 	Analysis *Report
+	// GraphMemory is the memory the steps' graphs may take at once, in
+	// bytes (0: no limit). Steps are re-timed on every core, a graph of
+	// the whole step (every rank) per core, about GraphNodeBytes an event
+	// of the step: a step too large for one per core beside the others
+	// (a 32768-rank job's step of 24.6M events: 5.7 GB) is re-timed on
+	// fewer at a time, at least one. It does not change the result.
+	GraphMemory int64
 	// Progress, when set, is called from the goroutine that called
 	// RunWhatIf as each phase starts (WhatIfPhases: the analysis, the
 	// baseline replays, the statistics, the scenarios' replays, the new
@@ -265,7 +272,8 @@ func whatIfPhases(ix *index, opt WhatIfOptions) (*WhatIf, error) {
 	// The graphs' memory, per worker, serves both passes that build them.
 	next()
 	var mem []graphMem
-	base, ranksOf, err := baselinePass(ix, og, opt.NoLaunchDelays, &mem)
+	graphs := graphWorkers(ix, opt.GraphMemory)
+	base, ranksOf, err := baselinePass(ix, og, opt.NoLaunchDelays, graphs, &mem)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +307,7 @@ func whatIfPhases(ix *index, opt WhatIfOptions) (*WhatIf, error) {
 
 	// 4. Replays that keep the order, then new schedules.
 	next()
-	pred := replayPlans(ix, ok, plans, opt.NoLaunchDelays, mem)
+	pred := replayPlans(ix, ok, plans, opt.NoLaunchDelays, graphs, mem)
 	results := map[string]Scenario{}
 	for k, pl := range plans {
 		sc := Scenario{Name: pl.name, Detail: pl.detail}
@@ -608,13 +616,38 @@ type rankAt struct {
 	stage    int32
 }
 
+// GraphNodeBytes is about what a step graph takes per event of its step
+// (its nodes' arrays and the worker's memory around them), measured: the
+// what-if of a 16384-rank job's two steps of 12.3M events peaked 2.7 GB
+// lower on one core than on two (~220 bytes an event).
+const GraphNodeBytes = 230
+
+// graphWorkers is how many step graphs the what-if builds at once: one
+// per core, fewer when the largest step's graph takes more than a share
+// of budget bytes (0: no limit), at least one.
+func graphWorkers(ix *index, budget int64) int {
+	n := workers(len(ix.windows))
+	if budget <= 0 {
+		return n
+	}
+	largest := 0
+	forSteps(ix, func(ws []int, _ int64) {
+		rows := 0
+		for _, w := range ws {
+			rows += ix.windows[w].size
+		}
+		largest = max(largest, rows)
+	})
+	return int(max(1, min(int64(n), budget/max(1, int64(largest)*GraphNodeBytes))))
+}
+
 // baselinePass re-times every step whose windows are all complete with
 // measured durations, in step order, chunk by chunk, and counts each
-// step's stragglers (og). The memory its graphs were built in, one per
-// worker, is left in *mems for replayPlans. It also returns the ranks of
-// each (pipeline, stage), every rank where its first row in the
-// windows' order puts it.
-func baselinePass(ix *index, og *opGroups, noDelays bool, mems *[]graphMem) ([]*stepBase, map[[2]int32][]int, error) {
+// step's stragglers (og), on at most graphs goroutines. The memory its
+// graphs were built in, one per worker, is left in *mems for
+// replayPlans. It also returns the ranks of each (pipeline, stage),
+// every rank where its first row in the windows' order puts it.
+func baselinePass(ix *index, og *opGroups, noDelays bool, graphs int, mems *[]graphMem) ([]*stepBase, map[[2]int32][]int, error) {
 	var out []*stepBase
 	forSteps(ix, func(ws []int, spanNs int64) {
 		sb := &stepBase{step: ix.windows[ws[0]].step, ws: ws, measNs: spanNs}
@@ -631,7 +664,7 @@ func baselinePass(ix *index, og *opGroups, noDelays bool, mems *[]graphMem) ([]*
 	if err != nil {
 		return nil, nil, err
 	}
-	mem := make([]graphMem, workers(len(out)))
+	mem := make([]graphMem, max(1, min(workers(len(out)), graphs)))
 	*mems = mem
 	scratch := make([]sampleScratch, len(mem))
 	xidx := make([]xferIndex, len(mem))
@@ -649,7 +682,7 @@ func baselinePass(ix *index, og *opGroups, noDelays bool, mems *[]graphMem) ([]*
 				}
 			}
 		})
-		forEach(len(byChunk[c]), func(w, i int) {
+		forEachN(len(byChunk[c]), len(mem), func(w, i int) {
 			sb := out[byChunk[c][i]]
 			if sb.err != nil {
 				return
@@ -786,15 +819,16 @@ type plan struct {
 // replayPlans re-times every step of ok under every available plan and
 // returns, per plan, each step's predicted time in ms. It builds the
 // graphs again in mem, baselinePass's (no fresh memory to fault in),
-// chunk by chunk.
-func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []graphMem) [][]float64 {
+// chunk by chunk, at most graphs at a time.
+func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, graphs int, mem []graphMem) [][]float64 {
 	out := make([][]float64, len(plans))
 	for k := range out {
 		out[k] = make([]float64, len(ok))
 	}
-	if n := workers(len(ok)); len(mem) < n {
+	if n := max(1, min(workers(len(ok)), graphs)); len(mem) < n {
 		mem = append(mem, make([]graphMem, n-len(mem))...)
 	}
+	build := max(1, min(len(mem), graphs)) // graphs built at once
 	replay := func(m *graphMem, g *stepGraph, k int) {
 		delay := g.delay
 		if noDelays {
@@ -848,7 +882,7 @@ func replayPlans(ix *index, ok []*stepBase, plans []plan, noDelays bool, mem []g
 				rest = append(rest, k)
 			}
 		}
-		forEach(len(rest), func(w, i int) {
+		forEachN(len(rest), build, func(w, i int) {
 			k := rest[i]
 			mem[w].held = nil
 			g, err := mem[w].buildStepGraph(ix, ok[k].ws)

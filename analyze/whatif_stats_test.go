@@ -233,7 +233,7 @@ func TestWhatIfStatsMedians(t *testing.T) {
 		ix := newIndex(tr, Options{Step: AllSteps})
 		var mem []graphMem
 		og := newOpGroups(ix)
-		ok, ranksOf, err := baselinePass(ix, og, false, &mem)
+		ok, ranksOf, err := baselinePass(ix, og, false, graphWorkers(ix, 0), &mem)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +316,7 @@ func TestReplayPlansReusesGraphs(t *testing.T) {
 		ix := newIndex(tr, Options{Step: step})
 		var mem []graphMem
 		og := newOpGroups(ix)
-		ok, ranksOf, err := baselinePass(ix, og, false, &mem)
+		ok, ranksOf, err := baselinePass(ix, og, false, graphWorkers(ix, 0), &mem)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,8 +330,8 @@ func TestReplayPlansReusesGraphs(t *testing.T) {
 			t.Fatalf("step %d: the baseline pass left no graph", step)
 		}
 		plans := newWhatIfStats(ix, ok, og, ranksOf).plans()
-		got := replayPlans(ix, ok, plans, false, mem)
-		want := replayPlans(ix, ok, plans, false, nil)
+		got := replayPlans(ix, ok, plans, false, graphWorkers(ix, 0), mem)
+		want := replayPlans(ix, ok, plans, false, graphWorkers(ix, 0), nil)
 		if len(want) == 0 || len(want[0]) != len(ok) || want[0][0] <= 0 {
 			t.Fatalf("step %d: predictions %v", step, want)
 		}

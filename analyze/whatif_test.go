@@ -253,6 +253,48 @@ func TestWhatIfGivenAnalysis(t *testing.T) {
 	}
 }
 
+// TestWhatIfGraphMemory: a budget for the step graphs caps how many are
+// built at once (at the largest step's graph, at least one) and changes
+// nothing in the result.
+func TestWhatIfGraphMemory(t *testing.T) {
+	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 4, MicroBatches: 8, Steps: 5, DP: 2, TP: 2,
+		P2PLatencyUs: 20, Jitter: 0.1, Seed: 9, SlowRanks: []sim.SlowRank{{Pipeline: 0, Stage: 1, Factor: 1.3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The largest step's rows, counted here from the step column.
+	perStep := map[int64]int64{}
+	for _, s := range tr.Step {
+		perStep[s]++
+	}
+	var largest int64
+	for _, n := range perStep {
+		largest = max(largest, n)
+	}
+	graph := largest * GraphNodeBytes
+	ix := newIndex(tr, Options{Step: AllSteps})
+	all := workers(len(ix.windows))
+	for _, c := range []struct {
+		budget int64
+		want   int
+	}{{0, all}, {1, 1}, {graph - 1, 1}, {graph, min(all, 1)}, {2 * graph, min(all, 2)}, {1 << 50, all}} {
+		if got := graphWorkers(ix, c.budget); got != c.want {
+			t.Errorf("budget %d (a graph: %d bytes): %d graphs at once, want %d", c.budget, graph, got, c.want)
+		}
+	}
+	want, err := RunWhatIf(tr, WhatIfOptions{Step: AllSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RunWhatIf(tr, WhatIfOptions{Step: AllSteps, GraphMemory: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("one graph at a time:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
 // TestWhatIfWeird: odd traces give an answer or an error, never a panic
 // or a runaway build: unmatched P2P, chunk ids no schedule has, metadata
 // claiming far more micro-batches than the trace holds (100000: Run's

@@ -132,7 +132,7 @@ func reportRun(opts *reportOptions) error {
 	if opts.html != "" {
 		hopt := report.HTMLOptions{Step: step, Hang: in.hang()}
 		onPhase, bar := stepsProgress(opts.stderr, opts.quiet, "what-if", "phases")
-		wi, err := analyze.RunWhatIf(whatIfTrace, analyze.WhatIfOptions{Step: whatIfStep, Analysis: rep, Progress: onPhase})
+		wi, err := analyze.RunWhatIf(whatIfTrace, analyze.WhatIfOptions{Step: whatIfStep, Analysis: rep, GraphMemory: whatIfGraphMemory(plan), Progress: onPhase})
 		bar.done()
 		if err == nil {
 			hopt.WhatIf = wi
