@@ -514,12 +514,12 @@ func readInput(in input, opt readOpts) readResult {
 	if err != nil {
 		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
 	}
-	// The prefix is only sniffed (readPath copies what it keeps of it).
+	defer f.Close()
+	// The prefix is only sniffed (readOpened copies what it keeps of it).
 	bp := sniffBufs.Get().(*[]byte)
 	defer sniffBufs.Put(bp)
 	prefix := (*bp)[:sniffLen]
 	n, err := io.ReadFull(f, prefix)
-	f.Close()
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return readResult{err: &FileError{Path: in.path, Err: osReason(err)}}
 	}
@@ -530,7 +530,7 @@ func readInput(in input, opt readOpts) readResult {
 	if Sniff(prefix) == FormatUnknown && !corruptArrow(prefix) {
 		return skip(fmt.Sprintf("not a trace (unrecognised content: starts with %s)", describePrefix(prefix)))
 	}
-	p, err := readPath(in.path, opt, prefix)
+	p, err := readOpened(in.path, f, opt, prefix)
 	if errors.Is(err, arrowv1.ErrNoSchema) {
 		// A rank that died before writing its schema left no events and no
 		// metadata: beside other ranks' files that is an absent rank, not a
