@@ -404,7 +404,7 @@ func (c *Chunks) place(files []int, inputs []input) *trace.Trace {
 		}
 		// The rows of the batches between the first and the last were
 		// counted from their headers: a corrupt one may claim any number.
-		st, err := os.Stat(c.paths[fi])
+		st, err := statPath(c.paths[fi])
 		if err != nil || int64(f.Events)*rowBytes > placeLimit(st.Size()) {
 			return nil
 		}
@@ -475,7 +475,7 @@ func InputBytes(paths []string) (int64, error) {
 func inputsSize(inputs []input) int64 {
 	var n int64
 	for _, in := range inputs {
-		if st, err := os.Stat(in.path); err == nil {
+		if st, err := statPath(in.path); err == nil {
 			n += st.Size()
 		}
 	}

@@ -29,7 +29,7 @@ func rememberCounts(inputs []input, counts []int64, exact, counted []bool, stats
 	m := make(map[string]countedFile, len(inputs))
 	for i, in := range inputs {
 		if counted[i] && exact[i] && stats[i] != nil {
-			m[in.path] = countedFile{size: stats[i].Size(), mtime: stats[i].ModTime().UnixNano(), rows: counts[i]}
+			m[local(in.path)] = countedFile{size: stats[i].Size(), mtime: stats[i].ModTime().UnixNano(), rows: counts[i]}
 		}
 	}
 	countMemo.Lock()
@@ -41,12 +41,12 @@ func rememberCounts(inputs []input, counts []int64, exact, counted []bool, stats
 // file at path, when it is still as it was then.
 func rememberedRows(path string) (rows, size int64, ok bool) {
 	countMemo.Lock()
-	c, ok := countMemo.files[path]
+	c, ok := countMemo.files[local(path)]
 	countMemo.Unlock()
 	if !ok {
 		return 0, 0, false
 	}
-	st, err := os.Stat(path)
+	st, err := statPath(path)
 	if err != nil || !st.Mode().IsRegular() || st.Size() != c.size || st.ModTime().UnixNano() != c.mtime {
 		return 0, 0, false
 	}

@@ -281,6 +281,9 @@ func readMegatron(path string, r io.Reader) (*part, error) {
 // timeline-NAME.json(.gz), meta-NAME.yaml first, then meta.yaml, then the
 // only meta-*.yaml of the directory. It returns nil when there is none.
 func readMegatronMeta(path string) (map[string]string, string) {
+	if isSpooled(path) {
+		return nil, "" // standard input or a pipe: no directory beside it
+	}
 	dir, base := filepath.Dir(path), filepath.Base(path)
 	var cands []string
 	stem := strings.TrimSuffix(strings.TrimSuffix(base, ".gz"), ".json")

@@ -356,7 +356,7 @@ func expand(paths []string) ([]input, []source, error) {
 		return nil
 	}
 	for _, p := range paths {
-		st, err := os.Stat(p)
+		st, err := statPath(p)
 		switch {
 		case err == nil && st.IsDir():
 			if err := addDir(p, -1); err != nil {

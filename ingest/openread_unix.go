@@ -15,7 +15,7 @@ import (
 // once; reading a regular file blocks either way.
 func openRead(path string) (*os.File, error) {
 	for {
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err := syscall.Open(local(path), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err == syscall.EINTR {
 			continue
 		}

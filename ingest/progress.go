@@ -1,7 +1,5 @@
 package ingest
 
-import "os"
-
 // Progress is how far Open has got, for a progress bar. Open reports it
 // through Options.Progress: once when it knows what it will read, after
 // each file is read, and once per later phase.
@@ -29,7 +27,7 @@ func newProgressReporter(fn func(Progress), inputs []input) *progressReporter {
 	}
 	r.per = make([]int64, len(inputs))
 	for i, in := range inputs {
-		if st, err := os.Stat(in.path); err == nil {
+		if st, err := statPath(in.path); err == nil {
 			r.per[i] = st.Size()
 			r.p.BytesTotal += st.Size()
 		}

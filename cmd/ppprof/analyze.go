@@ -36,10 +36,10 @@ prints the job shape, the step time, the pipeline utilisation as
 (1 - bubble) x balance, the measured bubble beside the schedule's theory,
 and per-stage and per-step tables. Definitions: README "The numbers".`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: readingArgs(func(args []string) error {
 			opts.paths = args
 			return analyzeRun(opts)
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, json or markdown")
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")

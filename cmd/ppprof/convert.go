@@ -30,10 +30,10 @@ dumps), merges every rank's files and writes one Arrow file. What could
 not be mapped or had to be inferred is printed as warnings. See
 docs/formats.md for the mapping rules.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: readingArgs(func(args []string) error {
 			opts.paths = args
 			return convertRun(opts)
-		},
+		}),
 	}
 	cmd.Flags().StringVarP(&opts.out, "output", "o", "", "the Arrow file to write")
 	cmd.Flags().StringVar(&opts.compression, "compression", "", "record batch compression: none, lz4 or zstd")

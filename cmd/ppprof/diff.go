@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ppprof/ppprof/analyze"
+	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/internal/gate"
 	"github.com/spf13/cobra"
 )
@@ -46,10 +47,10 @@ bubble grew by more than 0.02. Without --fail-on, the defaults are
 A trace is analysed as analyze analyses it: --stream and --max-memory as
 there (a trace too large to analyse whole is streamed).`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: readingArgs(func(args []string) error {
 			opts.base, opts.cur = args[0], args[1]
 			return diffRun(opts)
-		},
+		}),
 	}
 	cmd.Flags().StringArrayVar(&opts.failOn, "fail-on", nil, "threshold on the change, e.g. 'step_ms>5%' or 'bubble>0.02' (repeatable)")
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text or json")
@@ -108,11 +109,11 @@ const maxAnalysisJSON = 256 << 20
 // readAnalysisJSON returns the contents of path when it is a saved
 // analysis (ppprof analyze --format json).
 func readAnalysisJSON(path string) ([]byte, bool) {
-	st, err := os.Stat(path)
+	st, err := os.Stat(ingest.Local(path))
 	if err != nil || !st.Mode().IsRegular() || st.Size() > maxAnalysisJSON {
 		return nil, false
 	}
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(ingest.Local(path))
 	if err != nil || !looksLikeAnalysis(data) {
 		return nil, false
 	}

@@ -52,10 +52,10 @@ of a trace too large to read whole, only step N's events are then read
 every step as well (large Arrow rank files, and any trace too large to
 read whole): the same files. See docs/report.md.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: readingArgs(func(args []string) error {
 			opts.paths = args
 			return exportRun(opts)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.pprof, "pprof", "", "write a pprof profile to FILE")

@@ -53,10 +53,10 @@ and the collectives; the report is the one a whole read gives.
 Exit status: 4 for deadlock, stalled or mismatch; 0 for ok and for incomplete
 (with a warning: nothing was found, the dump cannot decide); 1 for bad input.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: readingArgs(func(args []string) error {
 			opts.paths = args
 			return hangRun(opts)
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "do not print warnings about the input or an incomplete dump, nor the progress line")

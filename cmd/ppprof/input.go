@@ -2,11 +2,33 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/ppprof/ppprof/ingest"
 	"github.com/ppprof/ppprof/trace"
 )
+
+// stdin is what "-" among a command's paths reads (a variable for the
+// tests).
+var stdin = os.Stdin
+
+// readingArgs is the RunE of a command that reads the traces its
+// arguments name: "-" (standard input) and pipes (a shell's <(command))
+// among them are first copied to temporary files (ingest.Spool), which
+// are removed when run returns.
+func readingArgs(run func(args []string) error) func(*cobra.Command, []string) error {
+	return func(_ *cobra.Command, args []string) error {
+		release, err := ingest.Spool(args, stdin)
+		defer release()
+		if err != nil {
+			return err
+		}
+		return run(args)
+	}
+}
 
 // machineMemory is the machine's RAM in bytes, 0 when unknown (a variable
 // for the tests).

@@ -65,10 +65,10 @@ analysed and diagnosed the same way, every step, and only the drawn
 step's events are kept: the same report but for the what-if, which then
 re-times that step alone (its section says so). See docs/report.md.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: readingArgs(func(args []string) error {
 			opts.paths = args
 			return reportRun(opts)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.html, "html", "", "write the HTML report to FILE")

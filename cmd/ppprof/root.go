@@ -51,8 +51,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `ppprof explains where a pipeline-parallel training step's time went
 (bubble, stage imbalance, compute efficiency) and why a hung job hangs.
 
-Every command that reads traces takes files, directories and globs; the files
-of many ranks merge into one trace. Formats are sniffed by content: Arrow IPC
+Every command that reads traces takes files, directories and globs, and "-"
+for standard input; the files of many ranks merge into one trace. Formats are sniffed by content: Arrow IPC
 file or stream (as the collector writes), CSV, JSONL, optionally gzipped.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

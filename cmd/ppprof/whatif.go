@@ -53,10 +53,10 @@ to read whole (or any under --stream always) is read a few whole steps at a
 time, held packed between the phases when it fits in memory that way: the
 what-if of every step of a fleet-sized job, the same as read whole.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: readingArgs(func(args []string) error {
 			opts.paths = args
 			return whatIfRun(opts)
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, json or markdown")
 	cmd.Flags().StringVar(&opts.step, "step", "all", "the step to analyse (a number), or all")

@@ -1,0 +1,151 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// Stdin names standard input among the paths given to Spool.
+const Stdin = "-"
+
+// spooled maps each path Spool copied to the file it is read from; nil
+// (the usual case) when none is. Replaced whole under spoolMu, read
+// without a lock by every open.
+var (
+	spooled atomic.Pointer[map[string]string]
+	spoolMu sync.Mutex
+)
+
+// local returns the file path is read from: its copy when Spool made
+// one, else path itself.
+func local(path string) string {
+	if m := spooled.Load(); m != nil {
+		if p, ok := (*m)[path]; ok {
+			return p
+		}
+	}
+	return path
+}
+
+// isSpooled reports whether path is read from a copy Spool made.
+func isSpooled(path string) bool { return local(path) != path }
+
+// statPath is os.Stat of the file path is read from.
+func statPath(path string) (os.FileInfo, error) { return os.Stat(local(path)) }
+
+// Local returns the file path is read from: the temporary copy Spool
+// made of it, or path itself. For a caller reading a named input with
+// the os package.
+func Local(path string) string { return local(path) }
+
+// Spool copies each of paths that can be read only once into a
+// temporary file that the readers of this package read in its place:
+// Stdin ("-") from stdin, a pipe (a named one, or /dev/fd/N as a shell's
+// <(command) gives), a character device or a socket. Every reader reads a
+// file more than once (its format is sniffed, an Arrow file's rows are
+// counted before they are read), which such an input cannot be; and the
+// copy can be mapped. The input keeps its name: errors, warnings and
+// FileInfo.Path say "-" or "/dev/fd/63", not the copy's path. The copy is
+// named as the input ends (stdin for "-"), in a directory of its own
+// under os.TempDir (TMPDIR).
+//
+// release removes the copies and forgets them; it is never nil, and is
+// to be called when the reading is done, on error too. A path that is a
+// regular file, a directory or a pattern, or that does not exist, is left
+// to the readers (their errors name it).
+func Spool(paths []string, stdin *os.File) (release func(), err error) {
+	var made []string            // directories, to remove
+	names := map[string]string{} // path -> its copy
+	release = func() {
+		spoolMu.Lock()
+		defer spoolMu.Unlock()
+		if m := spooled.Load(); m != nil && len(names) > 0 {
+			next := make(map[string]string, len(*m))
+			for k, v := range *m {
+				next[k] = v
+			}
+			for n, c := range names {
+				if next[n] == c { // not spooled again since
+					delete(next, n)
+				}
+			}
+			if len(next) == 0 {
+				spooled.Store(nil)
+			} else {
+				spooled.Store(&next)
+			}
+		}
+		for _, d := range made {
+			os.RemoveAll(d)
+		}
+		made, names = nil, map[string]string{}
+	}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if seen[p] {
+			continue // named twice: one copy serves both
+		}
+		seen[p] = true
+		var src io.Reader
+		base := filepath.Base(p)
+		if p == Stdin {
+			if stdin == nil {
+				return release, &FileError{Path: p, Err: errors.New("standard input is not available")}
+			}
+			if isTerminal(stdin) {
+				return release, &FileError{Path: p, Err: errors.New("standard input is a terminal, not a trace: pipe one in (ppprof analyze - < trace.arrow) or name its files")}
+			}
+			src, base = stdin, "stdin"
+		} else {
+			st, err := os.Stat(p)
+			if err != nil || st.Mode().IsRegular() || st.IsDir() {
+				continue
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				return release, &FileError{Path: p, Err: osReason(err)}
+			}
+			defer f.Close()
+			src = f
+		}
+		dir, err := os.MkdirTemp("", "ppprof-input-")
+		if err != nil {
+			return release, &FileError{Path: p, Err: fmt.Errorf("cannot copy it to a temporary file (it can be read only once): %v; set TMPDIR to a writable directory", err)}
+		}
+		made = append(made, dir)
+		dst := filepath.Join(dir, base)
+		if err := copyTo(dst, src); err != nil {
+			return release, &FileError{Path: p, Err: fmt.Errorf("copying it to %s (it can be read only once): %v; set TMPDIR to a directory with room", dst, err)}
+		}
+		spoolMu.Lock()
+		next := map[string]string{}
+		if m := spooled.Load(); m != nil {
+			for k, v := range *m {
+				next[k] = v
+			}
+		}
+		next[p] = dst
+		spooled.Store(&next)
+		spoolMu.Unlock()
+		names[p] = dst
+	}
+	return release, nil
+}
+
+// copyTo writes what src holds into a new file at path.
+func copyTo(path string, src io.Reader) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
