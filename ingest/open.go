@@ -380,13 +380,17 @@ func expand(paths []string) ([]input, []source, error) {
 				if err != nil {
 					continue
 				}
-				if mst.IsDir() {
+				switch {
+				case mst.IsDir():
 					if err := addDir(m, src); err != nil {
 						return nil, nil, err
 					}
-				} else {
+				case mst.Mode().IsRegular():
 					add(m, src)
 				}
+				// A pipe or device a pattern matches is skipped, as in a
+				// directory: it cannot be read more than once, and opening
+				// one nobody writes would wait forever (name it alone: Spool).
 			}
 		default:
 			return nil, nil, &FileError{Path: p, Err: osReason(err)}

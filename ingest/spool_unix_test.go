@@ -79,3 +79,36 @@ func TestSpoolFIFO(t *testing.T) {
 		t.Errorf("%d events of ranks %v, want 50 of 0 and 1", n, res.Trace.Ranks())
 	}
 }
+
+// TestGlobSkipsFIFO checks that a named pipe a pattern matches is
+// skipped, as in a directory, instead of opened (which would wait for a
+// writer that never comes).
+func TestGlobSkipsFIFO(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "rank-00001.arrows", arrowStream(t, fEvents(1, 20), arrowv1.Options{}))
+	if err := syscall.Mkfifo(filepath.Join(dir, "rank-00000.arrows"), 0o600); err != nil {
+		t.Skip(err)
+	}
+	done := make(chan error, 1)
+	var res *Result
+	go func() {
+		var err error
+		res, err = Open([]string{filepath.Join(dir, "*.arrows")}, Options{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		f, err := os.OpenFile(filepath.Join(dir, "rank-00000.arrows"), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			f.Close()
+		}
+		t.Fatal("Open of a pattern waited on the pipe it matched")
+	}
+	if len(res.Files) != 1 || res.Trace.Len() != 20 {
+		t.Errorf("files %+v, %d events: want rank 1's file alone, 20 events", res.Files, res.Trace.Len())
+	}
+}
