@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -62,23 +63,14 @@ func Spool(paths []string, stdin *os.File) (release func(), err error) {
 	var made []string            // directories, to remove
 	names := map[string]string{} // path -> its copy
 	release = func() {
-		spoolMu.Lock()
-		defer spoolMu.Unlock()
-		if m := spooled.Load(); m != nil && len(names) > 0 {
-			next := make(map[string]string, len(*m))
-			for k, v := range *m {
-				next[k] = v
-			}
-			for n, c := range names {
-				if next[n] == c { // not spooled again since
-					delete(next, n)
+		if len(names) > 0 {
+			editSpooled(func(m map[string]string) {
+				for n, c := range names {
+					if m[n] == c { // not spooled again since
+						delete(m, n)
+					}
 				}
-			}
-			if len(next) == 0 {
-				spooled.Store(nil)
-			} else {
-				spooled.Store(&next)
-			}
+			})
 		}
 		for _, d := range made {
 			os.RemoveAll(d)
@@ -122,19 +114,27 @@ func Spool(paths []string, stdin *os.File) (release func(), err error) {
 		if err := copyTo(dst, src); err != nil {
 			return release, &FileError{Path: p, Err: fmt.Errorf("copying it to %s (it can be read only once): %v; set TMPDIR to a directory with room", dst, err)}
 		}
-		spoolMu.Lock()
-		next := map[string]string{}
-		if m := spooled.Load(); m != nil {
-			for k, v := range *m {
-				next[k] = v
-			}
-		}
-		next[p] = dst
-		spooled.Store(&next)
-		spoolMu.Unlock()
+		editSpooled(func(m map[string]string) { m[p] = dst })
 		names[p] = dst
 	}
 	return release, nil
+}
+
+// editSpooled replaces the spooled map by a copy that edit changed (nil
+// when it is left empty): readers load it without a lock.
+func editSpooled(edit func(map[string]string)) {
+	spoolMu.Lock()
+	defer spoolMu.Unlock()
+	next := map[string]string{}
+	if m := spooled.Load(); m != nil {
+		maps.Copy(next, *m)
+	}
+	edit(next)
+	if len(next) == 0 {
+		spooled.Store(nil)
+	} else {
+		spooled.Store(&next)
+	}
 }
 
 // copyTo writes what src holds into a new file at path.
