@@ -18,9 +18,11 @@ var stdin = os.Stdin
 // readingArgs is the RunE of a command that reads the traces its
 // arguments name: "-" (standard input) and pipes (a shell's <(command))
 // among them are first copied to temporary files (ingest.Spool), which
-// are removed when run returns.
+// are removed when run returns, or when a signal ends the process
+// (removeSpooledOnSignal).
 func readingArgs(run func(args []string) error) func(*cobra.Command, []string) error {
 	return func(_ *cobra.Command, args []string) error {
+		defer removeSpooledOnSignal()()
 		release, err := ingest.Spool(args, stdin)
 		defer release()
 		if err != nil {
