@@ -58,11 +58,15 @@ func Local(path string) string { return local(path) }
 // named as the input ends (stdin for "-"), in a directory of its own
 // under os.TempDir (TMPDIR).
 //
+// copied, when not nil, is called as the copies grow (every MiB or so),
+// with the input being copied and the bytes copied so far of every input:
+// for a progress line while a large trace is piped in.
+//
 // release removes the copies and forgets them; it is never nil, and is
 // to be called when the reading is done, on error too. A path that is a
 // regular file, a directory or a pattern, or that does not exist, is left
 // to the readers (their errors name it).
-func Spool(paths []string, stdin *os.File) (release func(), err error) {
+func Spool(paths []string, stdin *os.File, copied func(path string, total int64)) (release func(), err error) {
 	var made []string            // directories, to remove
 	names := map[string]string{} // path -> its copy
 	release = func() {
@@ -86,6 +90,7 @@ func Spool(paths []string, stdin *os.File) (release func(), err error) {
 		made, names = nil, map[string]string{}
 	}
 	seen := map[string]bool{}
+	var total int64 // bytes copied
 	for _, p := range paths {
 		if seen[p] {
 			continue // named twice: one copy serves both
@@ -122,7 +127,7 @@ func Spool(paths []string, stdin *os.File) (release func(), err error) {
 		spoolDirs[dir] = true
 		spoolMu.Unlock()
 		dst := filepath.Join(dir, base)
-		if err := copyTo(dst, src); err != nil {
+		if err := copyTo(dst, src, p, &total, copied); err != nil {
 			return release, &FileError{Path: p, Err: fmt.Errorf("copying it to %s (it can be read only once): %v; set TMPDIR to a directory with room", dst, err)}
 		}
 		editSpooled(func(m map[string]string) { m[p] = dst })
@@ -162,15 +167,33 @@ func editSpooled(edit func(map[string]string)) {
 	}
 }
 
-// copyTo writes what src holds into a new file at path.
-func copyTo(path string, src io.Reader) error {
+// copyTo writes what src (the input named name) holds into a new file at
+// path, adding the bytes to total and telling copied (when not nil).
+func copyTo(path string, src io.Reader, name string, total *int64, copied func(string, int64)) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, src); err != nil {
-		f.Close()
-		return err
+	buf := make([]byte, 1<<20)
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, err := f.Write(buf[:n]); err != nil {
+				f.Close()
+				return err
+			}
+			*total += int64(n)
+			if copied != nil {
+				copied(name, *total)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			f.Close()
+			return rerr
+		}
 	}
 	return f.Close()
 }

@@ -29,7 +29,8 @@ func pipeOf(t *testing.T, data []byte) *os.File {
 
 // TestSpoolStdin reads a two-rank trace piped into standard input, named
 // twice: Open reads it as it reads the same bytes from a file, names it
-// "-", and release removes the copy.
+// "-", copies it once (what the progress callback says), and release
+// removes the copy.
 func TestSpoolStdin(t *testing.T) {
 	tr := fEvents(0, 30)
 	r1 := fEvents(1, 20)
@@ -41,9 +42,16 @@ func TestSpoolStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	release, err := Spool([]string{Stdin, Stdin}, pipeOf(t, data))
+	var lastPath string
+	var lastTotal int64
+	release, err := Spool([]string{Stdin, Stdin}, pipeOf(t, data), func(path string, total int64) {
+		lastPath, lastTotal = path, total
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if lastPath != Stdin || lastTotal != int64(len(data)) {
+		t.Errorf("progress said %d bytes of %q copied, want %d of %q (copied once)", lastTotal, lastPath, len(data), Stdin)
 	}
 	copied := Local(Stdin)
 	if copied == Stdin || filepath.Base(copied) != "stdin" {
@@ -77,7 +85,7 @@ func TestSpoolStdin(t *testing.T) {
 func TestSpoolNames(t *testing.T) {
 	data, ends := streamBatches(t, fEvents(1, 40), 5)
 	cut := (ends[5] + ends[6]) / 2
-	release, err := Spool([]string{Stdin}, pipeOf(t, data[:cut]))
+	release, err := Spool([]string{Stdin}, pipeOf(t, data[:cut]), nil)
 	defer release()
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +103,7 @@ func TestSpoolNames(t *testing.T) {
 	}
 	release()
 
-	release, err = Spool([]string{Stdin}, pipeOf(t, []byte("rank,step\n1,x\n")))
+	release, err = Spool([]string{Stdin}, pipeOf(t, []byte("rank,step\n1,x\n")), nil)
 	defer release()
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +121,7 @@ func TestSpoolLeaves(t *testing.T) {
 	dir := t.TempDir()
 	file := writeFile(t, dir, "a.arrows", arrowStream(t, fEvents(0, 3), arrowv1.Options{}))
 	paths := []string{file, dir, filepath.Join(dir, "missing"), filepath.Join(dir, "*.arrows")}
-	release, err := Spool(paths, nil)
+	release, err := Spool(paths, nil, nil)
 	defer release()
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +131,7 @@ func TestSpoolLeaves(t *testing.T) {
 			t.Errorf("%s read from %s", p, Local(p))
 		}
 	}
-	if _, err := Spool([]string{Stdin}, nil); err == nil {
+	if _, err := Spool([]string{Stdin}, nil, nil); err == nil {
 		t.Error("- spooled with no standard input")
 	}
 }

@@ -34,7 +34,7 @@ func TestSpoolFIFO(t *testing.T) {
 		f.Write(data)
 		f.Close()
 	}()
-	release, err := Spool([]string{fifo, dir}, nil)
+	release, err := Spool([]string{fifo, dir}, nil, nil)
 	defer release()
 	if err != nil {
 		t.Fatal(err)

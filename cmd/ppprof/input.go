@@ -20,10 +20,19 @@ var stdin = os.Stdin
 // among them are first copied to temporary files (ingest.Spool), which
 // are removed when run returns, or when a signal ends the process
 // (removeSpooledOnSignal).
+// While a large input is copied, a progress line on stderr (when it is a
+// terminal and --quiet is not given) says how much and how fast.
 func readingArgs(run func(args []string) error) func(*cobra.Command, []string) error {
-	return func(_ *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
 		defer removeSpooledOnSignal()()
-		release, err := ingest.Spool(args, stdin)
+		quiet, _ := cmd.Flags().GetBool("quiet")
+		prog := newProgress(cmd.ErrOrStderr(), "copying", 0, "MB", quiet)
+		release, err := ingest.Spool(args, stdin, func(path string, total int64) {
+			prog.update(func() {
+				prog.cur, prog.bytes, prog.note = total/1e6, total, "of "+path+" to TMPDIR (it can be read only once)"
+			})
+		})
+		prog.done()
 		defer release()
 		if err != nil {
 			return err
