@@ -19,12 +19,11 @@ var stdin = os.Stdin
 // arguments name: "-" (standard input) and pipes (a shell's <(command))
 // among them are first copied to temporary files (ingest.Spool), which
 // are removed when run returns, or when a signal ends the process
-// (removeSpooledOnSignal).
+// (cleanupOnSignal).
 // While a large input is copied, a progress line on stderr (when it is a
 // terminal and --quiet is not given) says how much and how fast.
 func readingArgs(run func(args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		defer removeSpooledOnSignal()()
 		quiet, _ := cmd.Flags().GetBool("quiet")
 		prog := newProgress(cmd.ErrOrStderr(), "copying", 0, "MB", quiet)
 		release, err := ingest.Spool(args, stdin, func(path string, total int64) {

@@ -329,13 +329,15 @@ func hangReport(t *trace.Trace, res *ingest.Result, stderr io.Writer, quiet bool
 
 // writeFileAtomic writes path through fn: to a temporary file beside it,
 // renamed into place once complete, so a failed run never leaves a partial
-// report under the final name.
+// report under the final name, nor does a signal that ends it leave the
+// temporary file (createTemp). The file is made readable by all (0644),
+// not only by its owner as the temporary file is.
 func writeFileAtomic(path string, fn func(w io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ppprof-*.tmp")
+	tmp, err := createTemp(filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name())
+	defer dropTemp(tmp.Name())
 	bw := bufio.NewWriterSize(tmp, 1<<16)
 	if err := fn(bw); err != nil {
 		tmp.Close()

@@ -27,6 +27,7 @@ func (e *exitCodeError) Error() string { return e.msg }
 // run is the whole program: it parses args, runs one command, prints errors
 // to stderr and maps them to the exit code. It is the one place that does so.
 func run(args []string, stdout, stderr io.Writer) int {
+	defer cleanupOnSignal()()
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()

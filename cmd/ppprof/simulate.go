@@ -125,24 +125,9 @@ func simulateRun(opts *simulateOptions) error {
 }
 
 // writeArrowFile writes t as one Arrow IPC file, atomically: a partial file
-// never appears under the final name.
+// never appears under the final name (writeFileAtomic).
 func writeArrowFile(path string, t *trace.Trace, opt arrowv1.Options) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ppprof-*.tmp")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := arrowv1.WriteFile(tmp, t, opt); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return writeFileAtomic(path, func(w io.Writer) error { return arrowv1.WriteFile(w, t, opt) })
 }
 
 // writeRankStreams writes what a collector would: one Arrow stream per rank,
