@@ -56,7 +56,8 @@ func Local(path string) string { return local(path) }
 // copy can be mapped. The input keeps its name: errors, warnings and
 // FileInfo.Path say "-" or "/dev/fd/63", not the copy's path. The copy is
 // named as the input ends (stdin for "-"), in a directory of its own
-// under os.TempDir (TMPDIR).
+// under TMPDIR when it is set; else /tmp, or /var/tmp when /tmp is held in
+// memory (makeSpoolDir).
 //
 // copied, when not nil, is called as the copies grow (every MiB or so),
 // with the input being copied and the bytes copied so far of every input:
@@ -118,7 +119,7 @@ func Spool(paths []string, stdin *os.File, copied func(path string, total int64)
 			defer f.Close()
 			src = f
 		}
-		dir, err := os.MkdirTemp("", "ppprof-input-")
+		dir, err := makeSpoolDir()
 		if err != nil {
 			return release, &FileError{Path: p, Err: fmt.Errorf("cannot copy it to a temporary file (it can be read only once): %v; set TMPDIR to a writable directory", err)}
 		}
@@ -134,6 +135,29 @@ func Spool(paths []string, stdin *os.File, copied func(path string, total int64)
 		names[p] = dst
 	}
 	return release, nil
+}
+
+// inMemory reports whether a directory is on a file system held in
+// memory (a variable for the tests).
+var inMemory = fsInMemory
+
+// diskTemp is where large temporary files go when /tmp is held in memory
+// (systemd's file hierarchy; a variable for the tests).
+var diskTemp = "/var/tmp"
+
+// makeSpoolDir makes the directory of a copy: under TMPDIR when it is
+// set; else under /tmp, unless /tmp is held in memory (a tmpfs: the
+// default on Debian 13, Fedora, Arch) and /var/tmp is not and can be
+// written. A trace's copy in a tmpfs takes the memory the analysis plans
+// for, and a tmpfs is sized to half of it: a large trace would not fit.
+func makeSpoolDir() (string, error) {
+	tmp := os.TempDir()
+	if os.Getenv("TMPDIR") == "" && inMemory(tmp) && !inMemory(diskTemp) {
+		if dir, err := os.MkdirTemp(diskTemp, "ppprof-input-"); err == nil {
+			return dir, nil
+		}
+	}
+	return os.MkdirTemp(tmp, "ppprof-input-")
 }
 
 // RemoveSpooled removes every copy Spool made that no release has

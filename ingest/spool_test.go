@@ -135,3 +135,45 @@ func TestSpoolLeaves(t *testing.T) {
 		t.Error("- spooled with no standard input")
 	}
 }
+
+// TestSpoolDir: with TMPDIR not set and /tmp held in memory, the copy is
+// made on disk (/var/tmp, here a test directory), unless that is held in
+// memory too or cannot be written; TMPDIR, when set, is used whatever it
+// is on.
+func TestSpoolDir(t *testing.T) {
+	data := []byte("rank,step\n")
+	disk, set := t.TempDir(), t.TempDir()
+	oldMem, oldDisk := inMemory, diskTemp
+	defer func() { inMemory, diskTemp = oldMem, oldDisk }()
+	cases := []struct {
+		name   string
+		tmpdir string
+		mem    func(string) bool
+		disk   string
+		want   string // the copy's parent directory
+	}{
+		{"tmpfs /tmp", "", func(d string) bool { return d == os.TempDir() }, disk, disk},
+		{"/tmp on disk", "", func(string) bool { return false }, disk, os.TempDir()},
+		{"both in memory", "", func(string) bool { return true }, disk, os.TempDir()},
+		{"disk not writable", "", func(d string) bool { return d == os.TempDir() }, filepath.Join(disk, "missing"), os.TempDir()},
+		{"TMPDIR set", set, func(string) bool { return true }, disk, set},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("TMPDIR", c.tmpdir)
+			inMemory, diskTemp = c.mem, c.disk
+			release, err := Spool([]string{Stdin}, pipeOf(t, data), nil)
+			defer release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			copied := Local(Stdin)
+			if got := filepath.Dir(filepath.Dir(copied)); got != filepath.Clean(c.want) {
+				t.Errorf("copied to %s, want under %s", copied, c.want)
+			}
+			if got, err := os.ReadFile(copied); err != nil || string(got) != string(data) {
+				t.Errorf("the copy holds %q (%v)", got, err)
+			}
+		})
+	}
+}
