@@ -679,9 +679,7 @@ func rowsBuf(buf []int, n int) []int {
 	if cap(buf) >= n {
 		return buf[:n]
 	}
-	b := make([]int, n)
-	hugepage.Slice(b) // 8 bytes a row of the trace, fresh (internal/hugepage)
-	return b
+	return hugepage.Make[int](n) // 8 bytes a row of the trace, fresh (internal/hugepage)
 }
 
 func countSteps(groups []*window) int {

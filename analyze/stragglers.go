@@ -259,17 +259,13 @@ func (b *opGroupsBuilder) countVisit() visit {
 		// Filled in the groups' order, not the rows': huge pages
 		// (internal/hugepage) spare a fault for each small page hit.
 		if opGroupsWide || slices.Contains(b.wide, true) {
-			b.durs = make([]float64, b.off[ng])
-			b.rates = make([]float64, b.off[ng])
-			hugepage.Slice(b.durs)
-			hugepage.Slice(b.rates)
+			b.durs = hugepage.Make[float64](int(b.off[ng]))
+			b.rates = hugepage.Make[float64](int(b.off[ng]))
 			return
 		}
-		b.dur32 = make([]uint32, b.off[ng])
-		hugepage.Slice(b.dur32)
+		b.dur32 = hugepage.Make[uint32](int(b.off[ng]))
 		if varying {
-			b.tok32 = make([]uint32, b.off[ng])
-			hugepage.Slice(b.tok32)
+			b.tok32 = hugepage.Make[uint32](int(b.off[ng]))
 		}
 	}}
 }

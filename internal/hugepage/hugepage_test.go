@@ -72,8 +72,8 @@ func TestAdviseSmall(t *testing.T) {
 }
 
 // TestMake checks that Make's slices start on a huge-page boundary when
-// large (all their whole huge pages advised), hold n zeroed elements with
-// no room past them, and that small ones are plain.
+// large (every huge page they reach advised, the last one whole), hold n
+// zeroed elements with no room past them, and that small ones are plain.
 func TestMake(t *testing.T) {
 	if !Enabled {
 		t.Skip("turned off by the environment")
@@ -81,7 +81,7 @@ func TestMake(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
 		t.Skipf("a kernel without transparent huge pages: %v", err)
 	}
-	for _, n := range []int{MinBytes / 8, 3 * Size / 8, MinBytes/8 + 5} {
+	for _, n := range []int{MakeMin / 8, Size/8 + 1, MinBytes / 8, 3 * Size / 8, MinBytes/8 + 5} {
 		s := Make[int64](n)
 		if len(s) != n || cap(s) != n {
 			t.Fatalf("Make(%d): len %d cap %d", n, len(s), cap(s))
@@ -90,7 +90,8 @@ func TestMake(t *testing.T) {
 		if p%Size != 0 {
 			t.Fatalf("Make(%d) starts at %#x, not on a huge page", n, p)
 		}
-		for _, a := range []uintptr{p, p + Size} {
+		end := p + uintptr(n*8+Size-1)&^(Size-1) // the end of the last huge page reached
+		for _, a := range []uintptr{p, end - Size, end - 1} {
 			if !slices.Contains(vmFlags(t, a), "hg") {
 				t.Fatalf("Make(%d): %#x not advised: %v", n, a, vmFlags(t, a))
 			}
