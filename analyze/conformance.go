@@ -728,8 +728,8 @@ func (cs *conformanceState) identifyVisit(out *Conformance) visit {
 			for k := range ranks {
 				r := &ranks[k]
 				dev := func(index, row int, want schedule.Action) {
-					cr.devs = append(cr.devs, pendingDeviation{d: Deviation{Step: cw.g.step, Rank: int(r.rank), Stage: r.stage, Index: index},
-						want: want, got: schedule.Action{Kind: t.Kind[row], MicroBatch: int(t.MicroBatch[row]), Chunk: int(t.Chunk[row]), Peer: -1}})
+					cr.devs = append(cr.devs, pendingDeviation{step: cw.g.step, rank: int32(r.rank), stage: int32(r.stage), index: int32(index),
+						want: compactOf(want), got: compactAction{kind: t.Kind[row], mb: int32(t.MicroBatch[row]), chunk: int32(t.Chunk[row]), peer: -1}})
 				}
 				if full.before(ci, r.rank, wi) {
 					dev = nil // an earlier window kept all of r's deviations: count only
@@ -833,10 +833,36 @@ type candWindow struct {
 }
 
 // pendingDeviation is a Deviation whose Want and Got are not rendered yet
-// (most are never reported).
+// (most are never reported: every candidate schedule keeps up to
+// MaxDeviationsPerRank of every rank, and only the identified one's are),
+// in 56 bytes instead of the 128 of a Deviation and two Actions: the
+// fresh memory a 4096-rank trace's comparisons fill.
 type pendingDeviation struct {
-	d         Deviation
-	want, got schedule.Action
+	step               int64
+	rank, stage, index int32
+	want, got          compactAction
+}
+
+// deviation is pd as reported.
+func (pd pendingDeviation) deviation() Deviation {
+	return Deviation{Step: pd.step, Rank: int(pd.rank), Stage: int(pd.stage), Index: int(pd.index),
+		Want: pd.want.action().String(), Got: pd.got.action().String()}
+}
+
+// compactAction is a schedule.Action in 16 bytes (a schedule's
+// micro-batches, chunks and stages are bounded by conformanceMaxActions;
+// a trace's are int32).
+type compactAction struct {
+	kind            trace.Kind
+	mb, chunk, peer int32
+}
+
+func compactOf(a schedule.Action) compactAction {
+	return compactAction{kind: a.Kind, mb: int32(a.MicroBatch), chunk: int32(a.Chunk), peer: int32(a.Peer)}
+}
+
+func (a compactAction) action() schedule.Action {
+	return schedule.Action{Kind: a.kind, MicroBatch: int(a.mb), Chunk: int(a.chunk), Peer: int(a.peer)}
 }
 
 // rank adds up the windows' comparisons (per, in window order) and picks
@@ -887,19 +913,17 @@ func (cs *conformanceState) rank(out *Conformance, cands []*conformanceCand, per
 			continue
 		}
 		for _, pd := range out[bi].devs {
-			if best.perRank[trace.Rank(pd.d.Rank)] >= MaxDeviationsPerRank {
+			if best.perRank[trace.Rank(pd.rank)] >= MaxDeviationsPerRank {
 				continue
 			}
-			best.perRank[trace.Rank(pd.d.Rank)]++
+			best.perRank[trace.Rank(pd.rank)]++
 			best.devs = append(best.devs, pd)
 		}
 	}
 	// Only the identified candidate's deviations are reported: only
 	// theirs are written out.
 	for _, pd := range best.devs {
-		d := pd.d
-		d.Want, d.Got = pd.want.String(), pd.got.String()
-		out.Deviations = append(out.Deviations, d)
+		out.Deviations = append(out.Deviations, pd.deviation())
 	}
 	slices.SortStableFunc(out.Deviations, func(a, b Deviation) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Index, b.Index))
