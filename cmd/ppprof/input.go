@@ -28,7 +28,7 @@ func readingArgs(run func(args []string) error) func(*cobra.Command, []string) e
 		prog := newProgress(cmd.ErrOrStderr(), "copying", 0, "MB", quiet)
 		release, err := ingest.Spool(args, stdin, func(path string, total int64) {
 			prog.update(func() {
-				prog.cur, prog.bytes, prog.note = total/1e6, total, "of "+path+" to TMPDIR (it can be read only once)"
+				prog.cur, prog.bytes, prog.note = total/1e6, total, "of "+path+" to a temporary file (it can be read only once)"
 			})
 		})
 		prog.done()
