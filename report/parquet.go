@@ -375,19 +375,54 @@ type pqScratch struct {
 	def []int16
 }
 
-// writeParquetFile writes rows of t to path as one row group.
+// partial holds the temporary names of the Parquet files being written
+// (at most one a writer goroutine): what RemovePartial removes.
+var partial sync.Map
+
+// RemovePartial removes the Parquet files being written, for a process
+// about to die of a signal: an export cut short leaves its complete files
+// only, never one without its footer under a .parquet name (which a query
+// of the directory would fail on).
+func RemovePartial() {
+	partial.Range(func(name, _ any) bool {
+		os.Remove(name.(string))
+		partial.Delete(name)
+		return true
+	})
+}
+
+// partialName is the name a Parquet file is written under until it is
+// complete: hidden, and not ending in .parquet, so that no query of the
+// directory reads it.
+func partialName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
+}
+
+// writeParquetFile writes rows of t to path as one row group: to a hidden
+// file beside it (partialName), renamed to path once complete.
 func writeParquetFile(path string, cols []pqCol, sc *schema.GroupNode, props *parquet.WriterProperties, kv metadata.KeyValueMetadata, t *trace.Trace, rows []int, sw *pqScratch) (err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("parquet: %w", err)
 	}
-	f, err := os.Create(path)
+	tmp := partialName(path)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("parquet: %w", err)
 	}
+	partial.Store(tmp, struct{}{})
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("writing %s: %w", path, cerr)
 		}
+		if err == nil {
+			if rerr := os.Rename(tmp, path); rerr != nil {
+				err = fmt.Errorf("writing %s: %w", path, rerr)
+			}
+		}
+		if err != nil {
+			os.Remove(tmp)
+		}
+		partial.Delete(tmp)
 	}()
 	if sw.bw == nil {
 		sw.bw = bufio.NewWriterSize(f, 256<<10)

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/report"
 )
 
 // cleanupSignals are the signals that end a command at a user's or a
@@ -19,7 +20,8 @@ var cleanupSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP
 // ingest.Spool made of standard input and pipes (an interrupted `ppprof
 // analyze - < trace` left the trace's copy in TMPDIR), and the temporary
 // files outputs are written to before they are renamed into place
-// (createTemp). A signal the process was started with ignored (nohup, a
+// (createTemp), and the Parquet files an export is writing
+// (report.RemovePartial). A signal the process was started with ignored (nohup, a
 // background job) stays ignored. stop restores the signals' handling.
 func cleanupOnSignal() (stop func()) {
 	var sigs []os.Signal
@@ -39,6 +41,7 @@ func cleanupOnSignal() (stop func()) {
 		case sig := <-ch:
 			ingest.RemoveSpooled()
 			removeTemps()
+			report.RemovePartial()
 			signal.Reset(sig)
 			syscall.Kill(os.Getpid(), sig.(syscall.Signal))
 		case <-done:
