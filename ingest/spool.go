@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ppprof/ppprof/internal/cleanup"
 )
 
 // Stdin names standard input among the paths given to Spool.
@@ -20,9 +22,6 @@ const Stdin = "-"
 var (
 	spooled atomic.Pointer[map[string]string]
 	spoolMu sync.Mutex
-	// spoolDirs holds the directories Spool made and no release has
-	// removed yet (under spoolMu): what RemoveSpooled removes.
-	spoolDirs = map[string]bool{}
 )
 
 // local returns the file path is read from: its copy when Spool made
@@ -81,13 +80,8 @@ func Spool(paths []string, stdin *os.File, copied func(path string, total int64)
 			})
 		}
 		for _, d := range made {
-			os.RemoveAll(d)
+			cleanup.Remove(d)
 		}
-		spoolMu.Lock()
-		for _, d := range made {
-			delete(spoolDirs, d)
-		}
-		spoolMu.Unlock()
 		made, names = nil, map[string]string{}
 	}
 	seen := map[string]bool{}
@@ -124,9 +118,7 @@ func Spool(paths []string, stdin *os.File, copied func(path string, total int64)
 			return release, &FileError{Path: p, Err: fmt.Errorf("cannot copy it to a temporary file (it can be read only once): %v; set TMPDIR to a writable directory", err)}
 		}
 		made = append(made, dir)
-		spoolMu.Lock()
-		spoolDirs[dir] = true
-		spoolMu.Unlock()
+		cleanup.Track(dir) // removed by a signal that ends the process, too
 		dst := filepath.Join(dir, base)
 		if err := copyTo(dst, src, p, &total, copied); err != nil {
 			return release, &FileError{Path: p, Err: fmt.Errorf("copying it to %s (it can be read only once): %v; set TMPDIR to a directory with room", dst, err)}
@@ -158,20 +150,6 @@ func makeSpoolDir() (string, error) {
 		}
 	}
 	return os.MkdirTemp(tmp, "ppprof-input-")
-}
-
-// RemoveSpooled removes every copy Spool made that no release has
-// removed yet, those still being written among them: for a process about
-// to die of a signal (an interrupted analysis of a trace piped in must
-// not leave gigabytes in TMPDIR). Readers still holding a copy open or
-// mapped keep reading it; it is gone once they close it.
-func RemoveSpooled() {
-	spoolMu.Lock()
-	defer spoolMu.Unlock()
-	for d := range spoolDirs {
-		os.RemoveAll(d)
-		delete(spoolDirs, d)
-	}
 }
 
 // editSpooled replaces the spooled map by a copy that edit changed (nil

@@ -23,6 +23,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/ppprof/ppprof/internal/cleanup"
 	"github.com/ppprof/ppprof/trace"
 )
 
@@ -375,25 +376,10 @@ type pqScratch struct {
 	def []int16
 }
 
-// partial holds the temporary names of the Parquet files being written
-// (at most one a writer goroutine): what RemovePartial removes.
-var partial sync.Map
-
-// RemovePartial removes the Parquet files being written, for a process
-// about to die of a signal: an export cut short leaves its complete files
-// only, never one without its footer under a .parquet name (which a query
-// of the directory would fail on).
-func RemovePartial() {
-	partial.Range(func(name, _ any) bool {
-		os.Remove(name.(string))
-		partial.Delete(name)
-		return true
-	})
-}
-
 // partialName is the name a Parquet file is written under until it is
 // complete: hidden, and not ending in .parquet, so that no query of the
-// directory reads it.
+// directory reads it (an export cut short leaves complete files only: a
+// signal removes those being written, internal/cleanup).
 func partialName(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
 }
@@ -409,7 +395,7 @@ func writeParquetFile(path string, cols []pqCol, sc *schema.GroupNode, props *pa
 	if err != nil {
 		return fmt.Errorf("parquet: %w", err)
 	}
-	partial.Store(tmp, struct{}{})
+	cleanup.Track(tmp) // removed by a signal that ends the process, too
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("writing %s: %w", path, cerr)
@@ -420,9 +406,10 @@ func writeParquetFile(path string, cols []pqCol, sc *schema.GroupNode, props *pa
 			}
 		}
 		if err != nil {
-			os.Remove(tmp)
+			cleanup.Remove(tmp)
+		} else {
+			cleanup.Forget(tmp)
 		}
-		partial.Delete(tmp)
 	}()
 	if sw.bw == nil {
 		sw.bw = bufio.NewWriterSize(f, 256<<10)

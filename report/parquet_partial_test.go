@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
+	"github.com/ppprof/ppprof/internal/cleanup"
 	"github.com/ppprof/ppprof/sim"
 	"github.com/ppprof/ppprof/trace"
 )
@@ -17,8 +18,8 @@ import (
 // TestParquetPartial: an export leaves only complete .parquet files (no
 // file under its temporary name), a file being written is not under its
 // name (a query of the directory would fail on a file with no footer), a
-// file whose write fails leaves nothing, and RemovePartial removes the
-// files being written.
+// file whose write fails leaves nothing, and the files being written are
+// listed for a signal's cleanup (internal/cleanup).
 func TestParquetPartial(t *testing.T) {
 	tr, err := sim.Run(sim.Config{Schedule: "1f1b", Stages: 2, MicroBatches: 4, Steps: 2})
 	if err != nil {
@@ -62,7 +63,9 @@ func TestParquetPartial(t *testing.T) {
 	if _, err := os.Stat(partialName(bad)); !os.IsNotExist(err) {
 		t.Errorf("the partial file is left: %v", err)
 	}
-	partial.Range(func(k, _ any) bool { t.Errorf("still listed as being written: %v", k); return true })
+	for _, k := range cleanup.Tracked() {
+		t.Errorf("still listed as being written: %v", k)
+	}
 
 	// While a file is written, its name holds nothing: a column probes
 	// the directory as its values are read.
@@ -100,9 +103,9 @@ func TestParquetPartial(t *testing.T) {
 	if err := os.WriteFile(being, []byte("PAR1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	partial.Store(being, struct{}{})
-	RemovePartial()
+	cleanup.Track(being)
+	cleanup.RemoveAll()
 	if _, err := os.Stat(being); !os.IsNotExist(err) {
-		t.Errorf("RemovePartial left %s: %v", being, err)
+		t.Errorf("RemoveAll left %s: %v", being, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ppprof/ppprof/analyze"
 	"github.com/ppprof/ppprof/analyze/hang"
 	"github.com/ppprof/ppprof/ingest"
+	"github.com/ppprof/ppprof/internal/cleanup"
 	"github.com/ppprof/ppprof/report"
 	"github.com/ppprof/ppprof/trace"
 	"github.com/spf13/cobra"
@@ -337,7 +338,7 @@ func writeFileAtomic(path string, fn func(w io.Writer) error) error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	defer dropTemp(tmp.Name())
+	defer cleanup.Remove(tmp.Name()) // nothing left to remove once renamed
 	bw := bufio.NewWriterSize(tmp, 1<<16)
 	if err := fn(bw); err != nil {
 		tmp.Close()
