@@ -59,15 +59,18 @@ func main() {
 	b := &bench{dir: *dir, bin: *bin, runs: *runs, procs: runtime.GOMAXPROCS(0)}
 	want := func(s string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), s) }
 	b.header()
-	if want("fresh") {
+	if b.dir == "" && want("fresh") {
 		b.freshMemory()
 	}
 	if b.dir != "" {
 		b.files()
-		// The fresh processes run before this one decodes anything: a
-		// child's peak RSS (wait4's ru_maxrss) counts its parent's RSS
-		// at fork on Linux, so they must be started while this process
-		// is small. Their rows are printed in their place below.
+		// The fresh processes run before this one touches much memory
+		// (the fresh-memory row's 2.5 GiB, the decodes): a child's peak
+		// RSS (wait4's ru_maxrss) counts the peak its parent had reached
+		// when it started it, on Linux (exec records the old address
+		// space's high-water mark), so they must be started while this
+		// process is small (childPeak says when one was not). Their rows
+		// are printed in their place below.
 		var e2eRows, streamRows, whatIfRows, exportRows func()
 		if want("e2e") && b.bin != "" {
 			e2eRows = b.e2e(false)
@@ -80,6 +83,9 @@ func main() {
 		}
 		if want("export") && b.bin != "" {
 			exportRows = b.exportParquet()
+		}
+		if want("fresh") {
+			b.freshMemory()
 		}
 		if want("read") {
 			b.read()
@@ -586,7 +592,10 @@ func (b *bench) e2e(streamed bool) func() {
 	})
 	return func() {
 		n := float64(b.events)
-		note := fmt.Sprintf("%.1f s; peak RSS %.2f GB = %.0f B/event (%.0f MB per million events)", s.med, float64(rss)/1e9, float64(rss)/n, float64(rss)/n)
+		note := fmt.Sprintf("%.1f s; peak RSS %s", s.med, gb(rss))
+		if rss >= 0 {
+			note += fmt.Sprintf(" = %.0f B/event (%.0f MB per million events)", float64(rss)/n, float64(rss)/n)
+		}
 		if streamed {
 			row(fmt.Sprintf("ppprof analyze --stream always --max-memory 2G, %d cores", b.procs), rate(n, s, "events/s"), note)
 			return
@@ -623,11 +632,11 @@ func (b *bench) whatIf() func() {
 	return func() {
 		n := float64(b.events)
 		row(fmt.Sprintf("ppprof whatif DIR (fresh process), %d cores", b.procs), rate(n, s, "events/s"),
-			fmt.Sprintf("%.1f s, %d runs; peak RSS %.2f GB; the analysis up to the schedule, then every step's graph built and re-timed (measured), then re-timed per scenario (built again but for the last step each core built)",
-				s.med, min(runs, 3), float64(rss)/1e9))
+			fmt.Sprintf("%.1f s, %d runs; peak RSS %s; the analysis up to the schedule, then every step's graph built and re-timed (measured), then re-timed per scenario (built again but for the last step each core built)",
+				s.med, min(runs, 3), gb(rss)))
 		row(fmt.Sprintf("... --stream always, %d cores", b.procs), rate(n, ss, "events/s"),
-			fmt.Sprintf("%.1f s, %.2fx read whole; peak RSS %.2f GB; a few whole steps of every rank at a time, each chunk read once and held packed; the same JSON to the byte",
-				ss.med, ss.med/s.med, float64(srss)/1e9))
+			fmt.Sprintf("%.1f s, %.2fx read whole; peak RSS %s; a few whole steps of every rank at a time, each chunk read once and held packed; the same JSON to the byte",
+				ss.med, ss.med/s.med, gb(srss)))
 	}
 }
 
@@ -653,7 +662,8 @@ func (b *bench) exportParquet() func() {
 	var rows []func()
 	k := 0
 	for _, layout := range []struct{ flag, files string }{{"step,rank", "one per step and rank"}, {"step", "one per step and chunk"}} {
-		var rss int64
+		rss := int64(-1)
+		floor := selfPeak()
 		first := k
 		s := b.measure(false, func() {
 			out := filepath.Join(root, strconv.Itoa(k))
@@ -663,9 +673,7 @@ func (b *bench) exportParquet() func() {
 			if err := cmd.Run(); err != nil {
 				fail(fmt.Errorf("ppprof export: %w", err))
 			}
-			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-				rss = max(rss, ru.Maxrss*1024)
-			}
+			rss = max(rss, childPeak(cmd, floor))
 		})
 		var files, size int64
 		filepath.WalkDir(filepath.Join(root, strconv.Itoa(first)), func(_ string, d fs.DirEntry, err error) error {
@@ -679,8 +687,8 @@ func (b *bench) exportParquet() func() {
 		})
 		rows = append(rows, func() {
 			row(fmt.Sprintf("ppprof export DIR --parquet OUT --parquet-partition %s (fresh process), %d cores", layout.flag, b.procs), rate(float64(b.events), s, "events/s"),
-				fmt.Sprintf("%.1f s, %d runs; peak RSS %.2f GB; %d files (%s), %.1f B/event; streamed a pipeline replica at a time",
-					s.med, n, float64(rss)/1e9, files, layout.files, float64(size)/float64(b.events)))
+				fmt.Sprintf("%.1f s, %d runs; peak RSS %s; %d files (%s), %.1f B/event; streamed a pipeline replica at a time",
+					s.med, n, gb(rss), files, layout.files, float64(size)/float64(b.events)))
 		})
 	}
 	return func() {
@@ -693,7 +701,8 @@ func (b *bench) exportParquet() func() {
 // fresh measures `ppprof ARGS` in a fresh process, b.runs times: the
 // wall time and the largest peak resident memory. ok checks its output.
 func (b *bench) fresh(args []string, ok func(out []byte) bool) (stats, int64) {
-	var rss int64
+	rss := int64(-1)
+	floor := selfPeak()
 	s := b.measure(false, func() {
 		cmd := exec.Command(b.bin, args...)
 		var out bytes.Buffer
@@ -704,11 +713,51 @@ func (b *bench) fresh(args []string, ok func(out []byte) bool) (stats, int64) {
 		if !ok(out.Bytes()) {
 			fail(fmt.Errorf("ppprof %s: unexpected output", args[0]))
 		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = max(rss, ru.Maxrss*1024)
-		}
+		rss = max(rss, childPeak(cmd, floor))
 	})
 	return s, rss
+}
+
+// childPeak is the peak resident memory of the finished command cmd, in
+// bytes, or -1 when it cannot be told from what this process had reached
+// when it started cmd, floor (selfPeak): a child's ru_maxrss is at least
+// that (exec keeps the old address space's high-water mark), so a peak at
+// or below it is this process's, not the child's. (The tables of the
+// twenty-sixth to thirty-second sessions printed 2.69 GB, this process's
+// after the fresh-memory row, for children that peaked at 0.3-0.5 GB.)
+func childPeak(cmd *exec.Cmd, floor int64) int64 {
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return -1
+	}
+	if peak := ru.Maxrss * 1024; peak > floor {
+		return peak
+	}
+	return -1
+}
+
+// selfPeak is this process's peak resident memory so far (VmHWM), in
+// bytes; 0 when unknown.
+func selfPeak() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// gb formats a peak from childPeak: "n/a" when it could not be measured.
+func gb(rss int64) string {
+	if rss < 0 {
+		return "n/a (below this process's own)"
+	}
+	return fmt.Sprintf("%.2f GB", float64(rss)/1e9)
 }
 
 // disk reports the fleet trace's bytes per event, and those of a sample of
