@@ -723,8 +723,9 @@ func (b *bench) fresh(args []string, ok func(out []byte) bool) (stats, int64) {
 // when it started cmd, floor (selfPeak): a child's ru_maxrss is at least
 // that (exec keeps the old address space's high-water mark), so a peak at
 // or below it is this process's, not the child's. (The tables of the
-// twenty-sixth to thirty-second sessions printed 2.69 GB, this process's
-// after the fresh-memory row, for children that peaked at 0.3-0.5 GB.)
+// thirty-first and thirty-second sessions printed 2.69 GB, this
+// process's after the fresh-memory row, for children that peaked at
+// 0.4-0.5 GB.)
 func childPeak(cmd *exec.Cmd, floor int64) int64 {
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
