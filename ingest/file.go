@@ -263,7 +263,13 @@ func readRowsAt(path string, f *os.File, size int64, opt readOpts) (p *part, ok 
 	if opt.rows == nil || opt.rows.ix == nil || opt.head || opt.mapped {
 		return nil, false
 	}
-	res, ok := arrowv1.ReadRowsAt(f, size, opt.rows.ix, opt.rows.lo, opt.rows.hi)
+	var res *arrowv1.Result
+	if into := opt.into; into != nil && int64(into.n) == opt.rows.hi-opt.rows.lo {
+		// Into the file's rows of the chunk (Chunks.placeSpans).
+		res, ok = arrowv1.ReadRowsAtInto(f, size, opt.rows.ix, opt.rows.lo, opt.rows.hi, into.t, into.off)
+	} else {
+		res, ok = arrowv1.ReadRowsAt(f, size, opt.rows.ix, opt.rows.lo, opt.rows.hi)
+	}
 	if !ok {
 		return nil, false
 	}

@@ -416,6 +416,11 @@ func TestCutChunksRecycled(t *testing.T) {
 		}
 		return c
 	}
+	// The chunks as read with each file's rows in columns of their own,
+	// merged (noPlace), against those read into their rows of the chunk
+	// (Chunks.placeSpans, arrowv1.ReadRowsAtInto).
+	noPlace.Store(true)
+	t.Cleanup(func() { noPlace.Store(false) })
 	c := open()
 	var want []*trace.Trace
 	for i := range c.NumChunks() {
@@ -427,9 +432,10 @@ func TestCutChunksRecycled(t *testing.T) {
 		cp.AppendRows(ch, 0, ch.Len())
 		want = append(want, cp)
 	}
+	noPlace.Store(false)
 	c = open()
 	reused := 0
-	before := rowsReadAt.Load()
+	before, placedBefore := rowsReadAt.Load(), placedMerges.Load()
 	var prev *trace.Trace
 	for i := range c.NumChunks() {
 		a, err := c.Chunk(i)
@@ -452,5 +458,9 @@ func TestCutChunksRecycled(t *testing.T) {
 	// Each file's rows of a chunk read with pread (arrowv1.ReadRowsAt).
 	if n := rowsReadAt.Load() - before; n < int64(c.NumChunks()) {
 		t.Errorf("%d reads of a file's rows answered by ReadRowsAt for %d chunks", n, c.NumChunks())
+	}
+	// Into their rows of the chunk, every chunk.
+	if n := placedMerges.Load() - placedBefore; n != int64(c.NumChunks()) {
+		t.Errorf("%d of %d chunks read into their own rows", n, c.NumChunks())
 	}
 }

@@ -422,7 +422,7 @@ func checkReadRowsAt(t *testing.T, data []byte, ix *Index, lo, hi int64) (answer
 	want, _, werr := ReadRows(data, ix, lo, hi)
 	answered = true
 	for _, cfg := range sparseCfgs {
-		res, ok := readRowsAt(&countingAt{data: data}, int64(len(data)), ix, lo, hi, cfg)
+		res, ok := readRowsAt(&countingAt{data: data}, int64(len(data)), ix, lo, hi, cfg, nil)
 		answered = answered && ok
 		if !ok {
 			continue
@@ -436,6 +436,29 @@ func checkReadRowsAt(t *testing.T, data []byte, ix *Index, lo, hi int64) (answer
 		}
 		if d := trace.Diff(want.Trace, res.Trace); d != "" || !reflect.DeepEqual(want.Trace.Meta, res.Trace.Meta) {
 			t.Fatalf("poison %#x: ReadRowsAt(%d, %d)'s rows differ from ReadRows': %s", cfg.poison, lo, hi, d)
+		}
+	}
+	// Into rows [3, 3+hi-lo) of a larger trace (ReadRowsAtInto): the same
+	// rows, there, and the rows around them as they were.
+	if werr == nil && hi > lo && hi-lo < 1<<20 {
+		n := int(hi - lo)
+		dst := MakeRows(n + 5)
+		for i := range dst.Len() {
+			dst.Seq[i], dst.StartNs[i] = -7, -7
+		}
+		res, ok := readRowsAt(&countingAt{data: data}, int64(len(data)), ix, lo, hi, sparseCfgs[0], &rowRange{t: dst, off: 3, n: n})
+		if ok {
+			if !IsRows(res.Trace, dst, 3, n) {
+				t.Fatalf("ReadRowsAtInto(%d, %d): not read into rows [3, %d) of the trace given", lo, hi, 3+n)
+			}
+			if d := trace.Diff(want.Trace, res.Trace); d != "" || !reflect.DeepEqual(want.Trace.Meta, res.Trace.Meta) {
+				t.Fatalf("ReadRowsAtInto(%d, %d)'s rows differ from ReadRows': %s", lo, hi, d)
+			}
+			for _, i := range []int{0, 1, 2, 3 + n, 4 + n} {
+				if dst.Seq[i] != -7 || dst.StartNs[i] != -7 {
+					t.Fatalf("ReadRowsAtInto(%d, %d) wrote row %d, outside [3, %d)", lo, hi, i, 3+n)
+				}
+			}
 		}
 	}
 	return answered

@@ -120,6 +120,10 @@ type spanRead struct {
 	// message's place, or a read needing earlier batches, fails with
 	// errUnread instead of looking at the rest.
 	read bool
+	// into, when not nil: the rows are copied into these rows of a
+	// trace made for many files' (ReadRowsAtInto) instead of columns
+	// of their own, when they are as many.
+	into *rowRange
 }
 
 // errUnread is what a read of the bytes ReadRowsAt read fails with when
@@ -294,7 +298,16 @@ func readFramesLight(data []byte, mem memory.Allocator, fast, head bool, into *r
 		if int64(t.Len()) < span.hi-from {
 			return nil, 0, fmt.Errorf("rows %d to %d asked: the batches holding them decoded to %d rows from row %d", span.lo, span.hi, t.Len(), from)
 		}
-		if a, b := int(span.lo-from), int(span.hi-from); a != 0 || b != t.Len() {
+		a, b := int(span.lo-from), int(span.hi-from)
+		switch {
+		case span.into != nil && span.into.n == b-a:
+			// Into their rows of the caller's trace: the batches'
+			// columns are the next read's.
+			out := span.into.view(t.Meta)
+			copyRows(out, t.Slice(a, b))
+			Recycle(t)
+			res.Trace = out
+		case a != 0 || b != t.Len():
 			// The rows asked for, in columns of their own: a slice would
 			// pin the whole batches' columns, and a caller recycling it
 			// (Recycle) would count only its rows of them.

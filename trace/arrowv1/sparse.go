@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/ppprof/ppprof/trace"
 )
 
 // Sparse reads: Rows and ReadHead of an IPC stream in a file, reading with
@@ -301,10 +302,27 @@ func readHeadAt(r io.ReaderAt, size int64, cfg sparseCfg) (res *Result, rows int
 // batch, any error): the caller then reads the file mapped, which gives
 // the rows or says what is wrong.
 func ReadRowsAt(r io.ReaderAt, size int64, ix *Index, lo, hi int64) (res *Result, ok bool) {
-	return readRowsAt(r, size, ix, lo, hi, sparseReal)
+	return readRowsAt(r, size, ix, lo, hi, sparseReal, nil)
 }
 
-func readRowsAt(r io.ReaderAt, size int64, ix *Index, lo, hi int64, cfg sparseCfg) (res *Result, ok bool) {
+// ReadRowsAtInto is ReadRowsAt with rows [lo, hi) copied into rows
+// [off, off+hi-lo) of dst's columns instead of columns of their own: a
+// chunk cut between steps reads each of thousands of files' rows into
+// its own rows of the chunk, as ReadInto does for whole files. When ok,
+// Result.Trace's columns are those rows of dst (IsRows). No other
+// goroutine may use those rows meanwhile, and ReadRowsAtInto touches no
+// row of dst outside them; when ok is false it may have written them.
+// A dst whose columns do not all hold off+hi-lo rows, or a negative
+// off, make it ReadRowsAt.
+func ReadRowsAtInto(r io.ReaderAt, size int64, ix *Index, lo, hi int64, dst *trace.Trace, off int) (res *Result, ok bool) {
+	var into *rowRange
+	if n := hi - lo; dst != nil && off >= 0 && n > 0 && n == int64(int(n)) && fits(dst, off+int(n)) {
+		into = &rowRange{t: dst, off: off, n: int(n)}
+	}
+	return readRowsAt(r, size, ix, lo, hi, sparseReal, into)
+}
+
+func readRowsAt(r io.ReaderAt, size int64, ix *Index, lo, hi int64, cfg sparseCfg, into *rowRange) (res *Result, ok bool) {
 	defer func() {
 		// A panic (a bug) is no answer: the mapped read recovers its own.
 		if recover() != nil {
@@ -353,7 +371,7 @@ func readRowsAt(r io.ReaderAt, size int64, ix *Index, lo, hi int64, cfg sparseCf
 	if Sniff(data[:schemaEnd]) != FormatStream {
 		return nil, false
 	}
-	res, _, err := readFramesLight(data, memory.DefaultAllocator, true, false, nil, &spanRead{lo: lo, hi: hi, ix: ix, read: true}, false)
+	res, _, err := readFramesLight(data, memory.DefaultAllocator, true, false, nil, &spanRead{lo: lo, hi: hi, ix: ix, read: true, into: into}, false)
 	if err != nil {
 		return nil, false
 	}
