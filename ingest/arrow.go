@@ -43,7 +43,8 @@ type arrowRead struct {
 // the rows are decoded into those rows of into.t where the input holds
 // into.n rows (arrowv1.ReadInto): trace is then those rows. With span
 // (and not head), only rows [span.lo, span.hi) are decoded
-// (arrowv1.ReadRows): trace is those rows.
+// (arrowv1.ReadRows): trace is those rows, in into's rows when into is
+// as many rows (arrowv1.ReadRowsInto).
 func readArrow(data []byte, head bool, into *rowRange, span *rowsRead) (ar arrowRead, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -55,7 +56,12 @@ func readArrow(data []byte, head bool, into *rowRange, span *rowsRead) (ar arrow
 	if head {
 		res, rows, err = arrowv1.ReadHead(data)
 	} else if span != nil {
-		res, _, err = arrowv1.ReadRows(data, span.ix, span.lo, span.hi)
+		if into != nil && int64(into.n) == span.hi-span.lo {
+			// Into the file's rows of a cut chunk (Chunks.placeSpans).
+			res, _, err = arrowv1.ReadRowsInto(data, span.ix, span.lo, span.hi, into.t, into.off)
+		} else {
+			res, _, err = arrowv1.ReadRows(data, span.ix, span.lo, span.hi)
+		}
 		if res != nil {
 			rows = int64(res.Trace.Len())
 		}

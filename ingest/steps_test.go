@@ -463,4 +463,27 @@ func TestCutChunksRecycled(t *testing.T) {
 	if n := placedMerges.Load() - placedBefore; n != int64(c.NumChunks()) {
 		t.Errorf("%d of %d chunks read into their own rows", n, c.NumChunks())
 	}
+	// The files mapped (Chunks.MapFiles; what a file over sparseMax
+	// gets): the same rows, into their rows of the chunk too
+	// (arrowv1.ReadRowsInto).
+	c = open()
+	c.MapFiles()
+	before, placedBefore = rowsReadAt.Load(), placedMerges.Load()
+	for i := range c.NumChunks() {
+		a, err := c.Chunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := trace.Diff(want[i], a); d != "" || !reflect.DeepEqual(want[i].Meta, a.Meta) {
+			t.Fatalf("mapped, chunk %d: %s", i, d)
+		}
+		scribble(a)
+		c.Recycle(a)
+	}
+	if n := rowsReadAt.Load() - before; n != 0 {
+		t.Errorf("mapped: %d reads answered with pread", n)
+	}
+	if n := placedMerges.Load() - placedBefore; n != int64(c.NumChunks()) {
+		t.Errorf("mapped: %d of %d chunks read into their own rows", n, c.NumChunks())
+	}
 }

@@ -460,6 +460,23 @@ func checkReadRowsAt(t *testing.T, data []byte, ix *Index, lo, hi int64) (answer
 				}
 			}
 		}
+		// And the mapped read's (ReadRowsInto): always answers.
+		dst = MakeRows(n + 5)
+		for i := range dst.Len() {
+			dst.Seq[i], dst.StartNs[i] = -7, -7
+		}
+		res, placed, err := ReadRowsInto(data, ix, lo, hi, dst, 3)
+		if err != nil || !placed || !IsRows(res.Trace, dst, 3, n) {
+			t.Fatalf("ReadRowsInto(%d, %d): placed %v, err %v; ReadRows read them", lo, hi, placed, err)
+		}
+		if d := trace.Diff(want.Trace, res.Trace); d != "" || !reflect.DeepEqual(want.Trace.Meta, res.Trace.Meta) {
+			t.Fatalf("ReadRowsInto(%d, %d)'s rows differ from ReadRows': %s", lo, hi, d)
+		}
+		for _, i := range []int{0, 1, 2, 3 + n, 4 + n} {
+			if dst.Seq[i] != -7 || dst.StartNs[i] != -7 {
+				t.Fatalf("ReadRowsInto(%d, %d) wrote row %d, outside [3, %d)", lo, hi, i, 3+n)
+			}
+		}
 	}
 	return answered
 }

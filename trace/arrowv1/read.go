@@ -110,6 +110,31 @@ func ReadRows(data []byte, ix *Index, lo, hi int64) (res *Result, rows int64, er
 	return readFramesInto(data, memory.DefaultAllocator, true, false, nil, &spanRead{lo: lo, hi: hi, ix: ix})
 }
 
+// ReadRowsInto is ReadRows with rows [lo, hi) copied into rows
+// [off, off+hi-lo) of dst's columns instead of columns of their own (as
+// ReadRowsAtInto for a file read with pread): placed reports whether
+// Result.Trace's columns are those rows of dst (IsRows). The Result and
+// the error are ReadRows'. No other goroutine may use those rows
+// meanwhile; no row of dst outside them is touched. A dst whose columns
+// do not all hold off+hi-lo rows, or a negative off, make it ReadRows.
+func ReadRowsInto(data []byte, ix *Index, lo, hi int64, dst *trace.Trace, off int) (res *Result, placed bool, err error) {
+	into := intoRows(dst, off, hi-lo)
+	res, _, err = readFramesInto(data, memory.DefaultAllocator, true, false, nil, &spanRead{lo: lo, hi: hi, ix: ix, into: into})
+	if err != nil {
+		return nil, false, err
+	}
+	return res, into != nil && IsRows(res.Trace, dst, off, into.n), nil
+}
+
+// intoRows is rows [off, off+n) of dst, or nil when dst's columns do not
+// all hold them (or off or n is not positive, n zero included).
+func intoRows(dst *trace.Trace, off int, n int64) *rowRange {
+	if dst == nil || off < 0 || n <= 0 || n != int64(int(n)) || !fits(dst, off+int(n)) {
+		return nil
+	}
+	return &rowRange{t: dst, off: off, n: int(n)}
+}
+
 // spanRead is what ReadRows reads: rows [lo, hi), framed where ix says
 // when it is not nil.
 type spanRead struct {

@@ -315,11 +315,7 @@ func ReadRowsAt(r io.ReaderAt, size int64, ix *Index, lo, hi int64) (res *Result
 // A dst whose columns do not all hold off+hi-lo rows, or a negative
 // off, make it ReadRowsAt.
 func ReadRowsAtInto(r io.ReaderAt, size int64, ix *Index, lo, hi int64, dst *trace.Trace, off int) (res *Result, ok bool) {
-	var into *rowRange
-	if n := hi - lo; dst != nil && off >= 0 && n > 0 && n == int64(int(n)) && fits(dst, off+int(n)) {
-		into = &rowRange{t: dst, off: off, n: int(n)}
-	}
-	return readRowsAt(r, size, ix, lo, hi, sparseReal, into)
+	return readRowsAt(r, size, ix, lo, hi, sparseReal, intoRows(dst, off, hi-lo))
 }
 
 func readRowsAt(r io.ReaderAt, size int64, ix *Index, lo, hi int64, cfg sparseCfg, into *rowRange) (res *Result, ok bool) {
