@@ -439,23 +439,21 @@ func (c *Chunks) place(files []int, inputs []input) *trace.Trace {
 // merge then copies. Each file's rows of a cut chunk were a fresh
 // allocation (a fifth of the 302M-event what-if's CPU went to faulting
 // them in and merging them). nil when there are fewer than two files or
-// the rows are more than their files could hold.
+// the rows are more than their files could hold (their sizes as indexed).
 func (c *Chunks) placeSpans(files []int, inputs []input) *trace.Trace {
 	if len(files) < 2 || noPlace.Load() {
 		return nil
 	}
 	total, size := int64(0), int64(0)
-	for k, fi := range files {
+	for k := range files {
+		// The size the file had when indexed (a file changed since
+		// fails its read, and is merged as before).
 		r := inputs[k].rows
-		if r == nil || r.hi <= r.lo {
-			return nil
-		}
-		st, err := statPath(c.paths[fi])
-		if err != nil {
+		if r == nil || r.hi <= r.lo || r.ix == nil {
 			return nil
 		}
 		total += r.hi - r.lo
-		size += st.Size()
+		size += r.ix.Size()
 	}
 	if total*rowBytes > placeLimit(size) || total != int64(int(total)) {
 		return nil

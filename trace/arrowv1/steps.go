@@ -135,6 +135,9 @@ func (ix *Index) Batches() int {
 	return n
 }
 
+// Size is the length in bytes of the indexed input.
+func (ix *Index) Size() int64 { return int64(ix.size) }
+
 // rows is the number of rows of the indexed input's record batches.
 func (ix *Index) rows() int64 {
 	var n int64
