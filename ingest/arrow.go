@@ -56,7 +56,7 @@ func readArrow(data []byte, head bool, into *rowRange, span *rowsRead) (ar arrow
 	if head {
 		res, rows, err = arrowv1.ReadHead(data)
 	} else if span != nil {
-		if into != nil && int64(into.n) == span.hi-span.lo {
+		if into.holds(span) {
 			// Into the file's rows of a cut chunk (Chunks.placeSpans).
 			res, _, err = arrowv1.ReadRowsInto(data, span.ix, span.lo, span.hi, into.t, into.off)
 		} else {

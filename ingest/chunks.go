@@ -418,14 +418,21 @@ func (c *Chunks) place(files []int, inputs []input) *trace.Trace {
 	if total == 0 || int64(total)*rowBytes > placeLimit(size) {
 		return nil
 	}
+	return c.placeIn(inputs, total, func(k int) int { return c.Files[files[k]].Events })
+}
+
+// placeIn makes a trace of total rows, in the columns of the chunk last
+// handed back (Recycle) where they hold them, and gives each input its
+// rows of it, rows(k) of them, in order.
+func (c *Chunks) placeIn(inputs []input, total int, rows func(k int) int) *trace.Trace {
 	c.mu.Lock()
 	spare := c.spare
 	c.spare = nil
 	c.mu.Unlock()
 	t := arrowv1.MakeRowsIn(spare, total)
 	off := 0
-	for k, fi := range files {
-		n := c.Files[fi].Events
+	for k := range inputs {
+		n := rows(k)
 		inputs[k].into = &rowRange{t: t, off: off, n: n}
 		off += n
 	}
@@ -458,18 +465,7 @@ func (c *Chunks) placeSpans(files []int, inputs []input) *trace.Trace {
 	if total*rowBytes > placeLimit(size) || total != int64(int(total)) {
 		return nil
 	}
-	c.mu.Lock()
-	spare := c.spare
-	c.spare = nil
-	c.mu.Unlock()
-	t := arrowv1.MakeRowsIn(spare, int(total))
-	off := 0
-	for k := range files {
-		n := int(inputs[k].rows.hi - inputs[k].rows.lo)
-		inputs[k].into = &rowRange{t: t, off: off, n: n}
-		off += n
-	}
-	return t
+	return c.placeIn(inputs, int(total), func(k int) int { return int(inputs[k].rows.hi - inputs[k].rows.lo) })
 }
 
 // CountFiles is the number of files paths name (expanded as Open expands

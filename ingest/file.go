@@ -264,9 +264,9 @@ func readRowsAt(path string, f *os.File, size int64, opt readOpts) (p *part, ok 
 		return nil, false
 	}
 	var res *arrowv1.Result
-	if into := opt.into; into != nil && int64(into.n) == opt.rows.hi-opt.rows.lo {
+	if opt.into.holds(opt.rows) {
 		// Into the file's rows of the chunk (Chunks.placeSpans).
-		res, ok = arrowv1.ReadRowsAtInto(f, size, opt.rows.ix, opt.rows.lo, opt.rows.hi, into.t, into.off)
+		res, ok = arrowv1.ReadRowsAtInto(f, size, opt.rows.ix, opt.rows.lo, opt.rows.hi, opt.into.t, opt.into.off)
 	} else {
 		res, ok = arrowv1.ReadRowsAt(f, size, opt.rows.ix, opt.rows.lo, opt.rows.hi)
 	}

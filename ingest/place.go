@@ -40,6 +40,12 @@ type rowRange struct {
 	off, n int
 }
 
+// holds reports whether r (possibly nil) is as many rows as span, a
+// file's rows of a cut chunk (Chunks.placeSpans): they are read into it.
+func (r *rowRange) holds(span *rowsRead) bool {
+	return r != nil && span != nil && int64(r.n) == span.hi-span.lo
+}
+
 // placeRows counts the rows of the inputs that are Arrow files and, when
 // there are at least two, makes a trace with rows for all of them and
 // gives each its rows, in input order (inputs[i].into). It returns that

@@ -324,19 +324,19 @@ func readFramesLight(data []byte, mem memory.Allocator, fast, head bool, into *r
 			return nil, 0, fmt.Errorf("rows %d to %d asked: the batches holding them decoded to %d rows from row %d", span.lo, span.hi, t.Len(), from)
 		}
 		a, b := int(span.lo-from), int(span.hi-from)
+		var out *trace.Trace
 		switch {
 		case span.into != nil && span.into.n == b-a:
-			// Into their rows of the caller's trace: the batches'
-			// columns are the next read's.
-			out := span.into.view(t.Meta)
-			copyRows(out, t.Slice(a, b))
-			Recycle(t)
-			res.Trace = out
+			// Into their rows of the caller's trace.
+			out = span.into.view(t.Meta)
 		case a != 0 || b != t.Len():
 			// The rows asked for, in columns of their own: a slice would
 			// pin the whole batches' columns, and a caller recycling it
 			// (Recycle) would count only its rows of them.
-			out := newTrace(t.Meta, b-a)
+			out = newTrace(t.Meta, b-a)
+		}
+		if out != nil {
+			// The batches' columns are the next read's.
 			copyRows(out, t.Slice(a, b))
 			Recycle(t)
 			res.Trace = out
